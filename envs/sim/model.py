@@ -116,3 +116,10 @@ class JobSpec:
     def allows(self, gpu_type: GpuType) -> bool:
         """Whether the job may run on GPUs of this type."""
         return self.gpu_types is None or gpu_type.name in self.gpu_types
+
+
+# Other types a trace may name (PAI: P100; public clouds: A100). Speeds relative to a V100 for
+# DL training (MLPerf-style ratios: P100 about 0.5x, A100-40GB about 2x).
+P100 = GpuType("P100-16GB", 16.0, 0.5, 1.46)
+A100 = GpuType("A100-40GB", 40.0, 2.0, 4.10)
+GPU_TYPES: dict[str, GpuType] = {t.name: t for t in (V100, T4, P100, A100)}

@@ -1,0 +1,141 @@
+"""Servers, their free GPUs, who sits where, and the loan state of inference servers.
+
+The cluster enforces capacity: a server never holds more GPUs than it has (``allocate`` raises
+otherwise, which would be an engine bug: the engine validates decisions before applying them).
+It also keeps an index of placeable servers by (GPU type, pool) and free-GPU count, so that
+best-fit queries cost O(GPUs per server) instead of O(servers).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from envs.sim.model import Pool, ServerSpec
+from envs.sim.policy import PLACEABLE, ServerStatus
+
+Key = tuple[str, Pool]
+
+
+class Cluster:
+    """Mutable state of all servers. Only the engine holds one; policies read a ClusterView."""
+
+    def __init__(self, servers: Sequence[ServerSpec]) -> None:
+        for i, s in enumerate(servers):
+            if s.server_id != i:
+                raise ValueError(f"server ids must be 0..n-1 in order; server {i} has id {s.server_id}")
+        self.servers: tuple[ServerSpec, ...] = tuple(servers)
+        self.free: list[int] = [s.num_gpus for s in servers]
+        self.status: list[ServerStatus] = [
+            ServerStatus.AVAILABLE if s.pool == Pool.TRAINING else ServerStatus.INFERENCE for s in servers
+        ]
+        self.hosted: list[dict[int, int]] = [{} for _ in servers]  # job -> GPUs it holds there
+        self.deadline: list[float] = [math.nan] * len(servers)
+        self.key: list[Key] = [(s.gpu_type.name, s.pool) for s in servers]
+        self.version = 0  # bumped on every change; views cache derived arrays per version
+        size = max((s.num_gpus for s in servers), default=0)
+        self._buckets: dict[Key, list[dict[int, None]]] = {}
+        self._total: dict[Key, int] = {}
+        for k in dict.fromkeys(self.key):
+            self._buckets[k] = [{} for _ in range(size + 1)]
+            self._total[k] = 0
+        for i in range(len(servers)):
+            if self.status[i] in PLACEABLE:
+                self._index(i)
+
+    # ------------------------------------------------------------------ index
+    def _index(self, sid: int) -> None:
+        k = self.key[sid]
+        self._buckets[k][self.free[sid]][sid] = None
+        self._total[k] += self.free[sid]
+
+    def _unindex(self, sid: int) -> None:
+        k = self.key[sid]
+        del self._buckets[k][self.free[sid]][sid]
+        self._total[k] -= self.free[sid]
+
+    def placeable(self, sid: int) -> bool:
+        return self.status[sid] in PLACEABLE
+
+    def total_free(self, key: Key) -> int:
+        return self._total.get(key, 0)
+
+    def best_fit(self, key: Key, need: int) -> int | None:
+        """The placeable server of ``key`` with the fewest free GPUs that still fit ``need``
+        (lowest id among equals), or None."""
+        buckets = self._buckets.get(key)
+        if buckets is None or need <= 0:
+            return None
+        for f in range(need, len(buckets)):
+            b = buckets[f]
+            if b:
+                return min(b)
+        return None
+
+    def by_free(self, key: Key) -> list[int]:
+        """Placeable servers of ``key`` with free GPUs, most free first, then lowest id."""
+        buckets = self._buckets.get(key)
+        if buckets is None:
+            return []
+        out: list[int] = []
+        for f in range(len(buckets) - 1, 0, -1):
+            if buckets[f]:
+                out.extend(sorted(buckets[f]))
+        return out
+
+    def keys(self) -> list[Key]:
+        return list(self._buckets)
+
+    # ------------------------------------------------------------------ changes
+    def allocate(self, sid: int, job: int, gpus: int) -> None:
+        if gpus > self.free[sid]:
+            raise RuntimeError(f"server {sid} has {self.free[sid]} free GPUs, cannot hold {gpus} more")
+        indexed = self.status[sid] in PLACEABLE
+        if indexed:
+            self._unindex(sid)
+        self.free[sid] -= gpus
+        h = self.hosted[sid]
+        h[job] = h.get(job, 0) + gpus
+        if indexed:
+            self._index(sid)
+        self.version += 1
+
+    def release(self, sid: int, job: int, gpus: int) -> None:
+        h = self.hosted[sid]
+        left = h[job] - gpus
+        if left < 0:
+            raise RuntimeError(f"job {job} holds {h[job]} GPUs on server {sid}, cannot release {gpus}")
+        if left:
+            h[job] = left
+        else:
+            del h[job]
+        indexed = self.status[sid] in PLACEABLE
+        if indexed:
+            self._unindex(sid)
+        self.free[sid] += gpus
+        if indexed:
+            self._index(sid)
+        self.version += 1
+
+    def set_status(self, sid: int, status: ServerStatus, deadline: float = math.nan) -> None:
+        was = self.status[sid] in PLACEABLE
+        now = status in PLACEABLE
+        if was and not now:
+            self._unindex(sid)
+        self.status[sid] = status
+        self.deadline[sid] = deadline
+        if now and not was:
+            self._index(sid)
+        self.version += 1
+
+    def servers_with(self, status: ServerStatus) -> list[int]:
+        return [i for i, s in enumerate(self.status) if s == status]
+
+    def placeable_free(self) -> np.ndarray:
+        """Free GPUs per server, 0 where nothing may be placed."""
+        return np.array(
+            [f if st in PLACEABLE else 0 for f, st in zip(self.free, self.status, strict=True)],
+            dtype=np.int64,
+        )

@@ -1,0 +1,827 @@
+"""The event loop.
+
+A heap of ``(time, kind, seq, payload)``: ties break by event kind (finishes before arrivals,
+so freed GPUs are visible to the jobs that arrive at the same instant) and then by insertion
+order, so a run is a pure function of its inputs. All events of one instant are processed
+before the policy is asked to decide, once.
+
+Progress is exact. A running job has ``work_done`` and a ``rate`` (work per second); whenever
+its allocation or speed changes, progress is settled up to now and its next milestone (finish,
+or the next speed phase of a dynamically adapting job) is rescheduled. Stale milestones are
+skipped by a per-job version counter. A (re)start, rescale or migration costs a restart overhead
+during which the job holds its GPUs but makes no progress. Preemption loses the work since the
+job's last periodic checkpoint (checkpoints every ``checkpoint_interval_s`` of work counted from
+the point it last resumed from), unless it is graceful: then the job keeps its GPUs for its
+grace period while it checkpoints, and loses nothing.
+
+Loaning: every ``step_s`` the inference demand is re-read; servers it does not need are offered
+on loan (only to a policy that ``borrows``); when demand returns, the policy's ``reclaim`` picks
+which k loaned servers go back, each with a notice period. At the deadline the engine empties
+the server itself: flexible workers are scaled in, jobs with base workers there are preempted
+(a reclaim preemption). No loaned server is ever held past its deadline.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import math
+import time as _time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from envs.sim.cluster import Cluster
+from envs.sim.inference import DemandCurve
+from envs.sim.model import GpuType, JobSpec, Pool, ServerSpec
+from envs.sim.policy import (
+    PLACEABLE,
+    Action,
+    Alloc,
+    ClusterView,
+    JobStatus,
+    Migrate,
+    Preempt,
+    Scale,
+    Scheduler,
+    ServerStatus,
+    Start,
+)
+from envs.sim.throughput import ThroughputModel
+
+logger = logging.getLogger(__name__)
+
+# Event kinds, in tie-breaking order at equal times.
+MILESTONE, GRACE_DONE, DEADLINE, FAIL, REPAIR, DEMAND, ARRIVAL, ROUND, SAMPLE = range(9)
+EVENT_NAMES = (
+    "milestone",
+    "grace_done",
+    "deadline",
+    "fail",
+    "repair",
+    "demand",
+    "arrival",
+    "round",
+    "sample",
+)
+
+
+class DecisionError(RuntimeError):
+    """A policy asked for something the cluster cannot do. Names the policy, the job and the rule."""
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """Mechanics shared by every scenario.
+
+    :param restart_base_s: fixed cost of every (re)start, rescale or migration.
+    :param restart_per_gpu_s: extra cost per GPU of the new allocation.
+    :param checkpoint_interval_s: work-seconds between periodic checkpoints; 0 = nothing is
+        ever lost on preemption.
+    :param mtbf_h: mean hours between failures of one server (exponential); 0 = no failures.
+    :param repair_h: mean hours to repair a failed server (exponential).
+    :param horizon_s: the episode is cut here; jobs not done are reported unfinished.
+    :param sample_s: period of the time series (queue, usage, loaned servers).
+    """
+
+    restart_base_s: float = 30.0
+    restart_per_gpu_s: float = 1.0
+    checkpoint_interval_s: float = 1800.0
+    mtbf_h: float = 0.0
+    repair_h: float = 2.0
+    horizon_s: float = math.inf
+    sample_s: float = 300.0
+
+
+class _Job:
+    """Engine-private, mutable record of one job."""
+
+    __slots__ = (
+        "attained",
+        "base",
+        "base_rate",
+        "bounds",
+        "cap_at_submit",
+        "fair",
+        "finish",
+        "first_start",
+        "flex",
+        "gpu_s",
+        "gpu_type",
+        "held_since",
+        "idx",
+        "last_settle",
+        "lost_gpu_s",
+        "lost_work",
+        "migrations",
+        "mults",
+        "nservers",
+        "phase",
+        "preempt_reclaim",
+        "preemptions",
+        "progress_from",
+        "queued_since",
+        "queued_time",
+        "rate",
+        "restore",
+        "run_time",
+        "scales",
+        "spec",
+        "status",
+        "sys_at_submit",
+        "version",
+        "work",
+        "work_done",
+        "workers",
+    )
+
+    def __init__(self, spec: JobSpec) -> None:
+        self.spec = spec
+        self.idx = spec.job_id
+        phases = spec.speed_phases or ((0.0, 1.0),)
+        fracs = [p[0] for p in phases] + [1.0]
+        self.mults = [p[1] for p in phases]
+        # work such that running alone at the requested allocation takes exactly `duration`
+        self.work = spec.duration / sum((fracs[i + 1] - fracs[i]) / m for i, m in enumerate(self.mults))
+        self.bounds = [f * self.work for f in fracs[1:]]  # work at which each phase ends
+        self.bounds[-1] = self.work
+        self.status = JobStatus.FUTURE
+        self.base: Alloc = ()
+        self.flex: Alloc = ()
+        self.gpu_type: GpuType | None = None
+        self.workers = 0
+        self.nservers = 0
+        self.base_rate = 0.0
+        self.rate = 0.0
+        self.work_done = 0.0
+        self.restore = 0.0
+        self.progress_from = 0.0
+        self.last_settle = 0.0
+        self.version = 0
+        self.phase = 0
+        self.first_start = math.nan
+        self.finish = math.nan
+        self.queued_since = math.nan
+        self.queued_time = 0.0
+        self.held_since = math.nan
+        self.attained = 0.0
+        self.run_time = 0.0
+        self.gpu_s: dict[str, float] = {}
+        self.preemptions = 0
+        self.preempt_reclaim = 0
+        self.scales = 0
+        self.migrations = 0
+        self.lost_work = 0.0
+        self.lost_gpu_s = 0.0
+        self.sys_at_submit = 0.0
+        self.cap_at_submit = 0.0
+        self.fair = 1.0
+
+
+@dataclass(frozen=True)
+class Usage:
+    """GPU-second integrals over an interval of ``seconds``."""
+
+    seconds: float
+    busy_training_gpu_s: float
+    busy_loaned_gpu_s: float
+    capacity_training_gpu_s: float
+    capacity_loaned_gpu_s: float
+    inference_gpu_s: float
+    capacity_inference_gpu_s: float
+
+
+@dataclass
+class SimResult:
+    """Everything a run produced; ``metrics.summarize`` turns it into the reported figures."""
+
+    policy: str
+    jobs: tuple[JobSpec, ...]
+    servers: tuple[ServerSpec, ...]
+    end_time: float
+    truncated: bool
+    # per job (index = job_id); nan where it does not apply
+    submit: np.ndarray
+    finish: np.ndarray
+    first_start: np.ndarray
+    queued: np.ndarray
+    preemptions: np.ndarray
+    preemptions_reclaim: np.ndarray
+    scale_events: np.ndarray
+    migrations: np.ndarray
+    lost_gpu_s: np.ndarray
+    lost_work: np.ndarray
+    work: np.ndarray
+    work_done: np.ndarray
+    fee: np.ndarray
+    gpu_s: np.ndarray
+    fair_share: np.ndarray  # max(1, mean jobs in system / mean GPUs) over the job's lifetime
+    usage: Usage  # over the whole run, [0, end_time]
+    usage_window: Usage  # over the arrival window [0, last submit] (the whole run if that is 0)
+    decision_ms: np.ndarray
+    series: dict[str, np.ndarray]
+    log: list[tuple[float, str, int, str]] | None
+
+
+class Engine:
+    """Replays ``jobs`` on ``servers`` under ``scheduler``.
+
+    :param servers: training and inference servers (ids 0..n-1).
+    :param jobs: job specs with ids 0..n-1, sorted by submit time.
+    :param scheduler: the policy.
+    :param throughput: speed model.
+    :param demand: the inference side's demand curve, or ``None`` (no loaning at all).
+    :param config: mechanics.
+    :param rng: stream for failures (only drawn from when ``config.mtbf_h > 0``).
+    :param log: keep an event log (tests read it).
+    """
+
+    def __init__(
+        self,
+        servers: Sequence[ServerSpec],
+        jobs: Sequence[JobSpec],
+        scheduler: Scheduler,
+        throughput: ThroughputModel | None = None,
+        demand: DemandCurve | None = None,
+        config: SimConfig | None = None,
+        rng: np.random.Generator | None = None,
+        log: bool = False,
+    ) -> None:
+        self.config = config or SimConfig()
+        self.scheduler = scheduler
+        self.throughput = throughput or ThroughputModel()
+        self.demand = demand
+        self.cluster = Cluster(servers)
+        self.specs = tuple(jobs)
+        for i, j in enumerate(self.specs):
+            if j.job_id != i:
+                raise ValueError(f"job ids must be 0..n-1 in submit order; job {i} has id {j.job_id}")
+        self.jobs = [_Job(s) for s in self.specs]
+        self.rng = rng if rng is not None else np.random.default_rng(0)
+        self.now = 0.0
+        self._heap: list[tuple[float, int, int, int, int]] = []
+        self._seq = 0
+        self.pending: dict[int, None] = {}
+        self.running: dict[int, None] = {}  # RUNNING and PREEMPTING
+        self.newly_pending: list[int] = []
+        self.done = 0
+        self.round_tick = False
+        self.log: list[tuple[float, str, int, str]] | None = [] if log else None
+        self.view = ClusterView(self)
+        self._decision_s: list[float] = []
+        self._gpu_types = {s.gpu_type.name: s.gpu_type for s in self.cluster.servers}
+        # running counters and their integrals
+        self._t_last = 0.0
+        self.busy_training = 0
+        self.busy_loaned = 0
+        cl = self.cluster
+        self.cap_training = sum(s.num_gpus for s in cl.servers if s.pool == Pool.TRAINING)
+        self.cap_inference = sum(s.num_gpus for s in cl.servers if s.pool == Pool.INFERENCE)
+        self.cap_loaned = 0
+        self.n_loaned = 0  # servers on loan (reclaiming ones included)
+        self.in_system = 0
+        self.inference_gpus = 0.0  # GPUs the inference cluster uses now
+        self.i_busy_training = 0.0
+        self.i_busy_loaned = 0.0
+        self.i_cap_training = 0.0
+        self.i_cap_loaned = 0.0
+        self.i_in_system = 0.0
+        self.i_inference = 0.0
+        self._series: list[tuple[float, ...]] = []
+        self._window: Usage | None = None
+
+    # ------------------------------------------------------------------ events
+    def _push(self, t: float, kind: int, payload: int = -1, version: int = 0) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (t, kind, self._seq, payload, version))
+
+    def _record(self, what: str, who: int, detail: str = "") -> None:
+        if self.log is not None:
+            self.log.append((self.now, what, who, detail))
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("[t=%.1f] %s %d %s", self.now, what, who, detail)
+
+    def _advance(self, t: float) -> None:
+        dt = t - self._t_last
+        if dt > 0.0:
+            self.i_busy_training += self.busy_training * dt
+            self.i_busy_loaned += self.busy_loaned * dt
+            self.i_cap_training += self.cap_training * dt
+            self.i_cap_loaned += self.cap_loaned * dt
+            self.i_in_system += self.in_system * dt
+            self.i_inference += self.inference_gpus * dt
+            self._t_last = t
+        self.now = t
+
+    def run(self) -> SimResult:
+        """Run to the end (all jobs done) or the horizon; return the raw result."""
+        c = self.config
+        for j in self.jobs:
+            self._push(j.spec.submit_time, ARRIVAL, j.idx)
+        if self.demand is not None:
+            self._push(0.0, DEMAND)
+        if self.scheduler.round_s:
+            self._push(0.0, ROUND)
+        if c.sample_s > 0:
+            self._push(0.0, SAMPLE)
+        if c.mtbf_h > 0:
+            for sid in range(len(self.cluster.servers)):
+                self._push(float(self.rng.exponential(c.mtbf_h * 3600.0)), FAIL, sid)
+        heap = self._heap
+        handlers = (
+            self._on_milestone,
+            self._on_grace_done,
+            self._on_deadline,
+            self._on_fail,
+            self._on_repair,
+            self._on_demand,
+            self._on_arrival,
+            self._on_round,
+            self._on_sample,
+        )
+        n = len(self.jobs)
+        truncated = False
+        while heap and self.done < n:
+            t = heap[0][0]
+            if t > c.horizon_s:
+                truncated = True
+                break
+            self._advance(t)
+            dirty = False
+            while heap and heap[0][0] == t:
+                _, kind, _, payload, version = heapq.heappop(heap)
+                dirty |= handlers[kind](payload, version)
+            if dirty:
+                self._decide()
+                self.round_tick = False
+        if truncated or (self.done < n and not heap):
+            truncated = truncated or self.done < n
+            if math.isfinite(c.horizon_s):
+                self._advance(c.horizon_s)
+        for j in self.running:
+            self._settle(self.jobs[j])
+            self._account(self.jobs[j])
+        return self._result(truncated)
+
+    # ------------------------------------------------------------------ handlers (return: decide after?)
+    def _on_arrival(self, idx: int, _v: int) -> bool:
+        j = self.jobs[idx]
+        j.status = JobStatus.PENDING
+        j.queued_since = self.now
+        j.sys_at_submit = self.i_in_system
+        j.cap_at_submit = self.i_cap_training + self.i_cap_loaned
+        self.in_system += 1
+        self.pending[idx] = None
+        self.newly_pending.append(idx)
+        self._record("arrive", idx)
+        if idx == len(self.jobs) - 1:
+            self._window = self._usage()
+        return True
+
+    def _on_milestone(self, idx: int, version: int) -> bool:
+        j = self.jobs[idx]
+        if version != j.version or j.status != JobStatus.RUNNING:
+            return False
+        self._settle(j)
+        if j.phase < len(j.bounds) - 1:
+            j.work_done = j.bounds[j.phase]
+            j.phase += 1
+            j.rate = j.base_rate * j.mults[j.phase]
+            self._schedule_milestone(j)
+            self._record("phase", idx, f"x{j.mults[j.phase]:g}")
+            return False
+        j.work_done = j.work
+        self._release_all(j)
+        j.status = JobStatus.DONE
+        j.finish = self.now
+        j.fair = self._fair(j)
+        del self.running[idx]
+        self.in_system -= 1
+        self.done += 1
+        self._record("finish", idx)
+        return True
+
+    def _on_grace_done(self, idx: int, version: int) -> bool:
+        j = self.jobs[idx]
+        if version != j.version or j.status != JobStatus.PREEMPTING:
+            return False
+        self._release_all(j)
+        self._requeue(j)
+        return True
+
+    def _on_round(self, _p: int, _v: int) -> bool:
+        self.round_tick = True
+        assert self.scheduler.round_s
+        self._push(self.now + self.scheduler.round_s, ROUND)
+        return True
+
+    def _on_sample(self, _p: int, _v: int) -> bool:
+        self._series.append(
+            (
+                self.now,
+                len(self.pending),
+                len(self.running),
+                self.busy_training,
+                self.busy_loaned,
+                self.n_loaned,
+                self.inference_gpus,
+                self.cap_training,
+            )
+        )
+        self._push(self.now + self.config.sample_s, SAMPLE)
+        return False
+
+    def _on_demand(self, _p: int, _v: int) -> bool:
+        assert self.demand is not None
+        d, cl = self.demand, self.cluster
+        u = d.utilization(self.now)
+        self._push(self.now + d.config.step_s, DEMAND)
+        up = [
+            s
+            for s in cl.servers
+            if s.pool == Pool.INFERENCE and cl.status[s.server_id] != ServerStatus.FAILED
+        ]
+        self.inference_gpus = u * sum(s.num_gpus for s in up)
+        if not self.scheduler.borrows:
+            return False
+        desired = max(0, len(up) - d.servers_needed(u))
+        loaned = cl.servers_with(ServerStatus.LOANED)
+        changed = False
+        if desired > len(loaned):
+            for sid in cl.servers_with(ServerStatus.INFERENCE)[: desired - len(loaned)]:
+                cl.set_status(sid, ServerStatus.LOANED)
+                self.cap_loaned += cl.servers[sid].num_gpus
+                self.n_loaned += 1
+                self._record("loan", sid)
+                changed = True
+        elif desired < len(loaned) and not d.config.never_reclaim:
+            k = len(loaned) - desired
+            chosen = list(self.scheduler.reclaim(self.view, k))
+            if len(chosen) != k or len(set(chosen)) != k or any(s not in loaned for s in chosen):
+                raise DecisionError(
+                    f"policy {self.scheduler.name}: reclaim of {k} servers returned {chosen}, which breaks "
+                    f"rule 'k distinct loaned servers' (loaned: {loaned})"
+                )
+            deadline = self.now + d.config.notice_s
+            for sid in chosen:
+                cl.set_status(sid, ServerStatus.RECLAIMING, deadline)
+                self._push(deadline, DEADLINE, sid)
+                self._record("reclaim", sid, f"deadline {deadline:g}")
+            changed = True
+        return changed
+
+    def _on_deadline(self, sid: int, _v: int) -> bool:
+        cl = self.cluster
+        if cl.status[sid] != ServerStatus.RECLAIMING:
+            return False
+        self._vacate(sid, reclaim=True)
+        cl.set_status(sid, ServerStatus.INFERENCE)
+        self.cap_loaned -= cl.servers[sid].num_gpus
+        self.n_loaned -= 1
+        self._record("returned", sid)
+        return True
+
+    def _on_fail(self, sid: int, _v: int) -> bool:
+        cl = self.cluster
+        was = cl.status[sid]
+        self._vacate(sid, reclaim=False)
+        if was in (ServerStatus.LOANED, ServerStatus.RECLAIMING):
+            self.cap_loaned -= cl.servers[sid].num_gpus
+            self.n_loaned -= 1
+        elif was == ServerStatus.AVAILABLE:
+            self.cap_training -= cl.servers[sid].num_gpus
+        cl.set_status(sid, ServerStatus.FAILED)
+        self._push(self.now + float(self.rng.exponential(self.config.repair_h * 3600.0)), REPAIR, sid)
+        self._record("fail", sid)
+        return True
+
+    def _on_repair(self, sid: int, _v: int) -> bool:
+        cl = self.cluster
+        s = cl.servers[sid]
+        if s.pool == Pool.TRAINING:
+            cl.set_status(sid, ServerStatus.AVAILABLE)
+            self.cap_training += s.num_gpus
+        else:
+            cl.set_status(sid, ServerStatus.INFERENCE)
+        self._push(self.now + float(self.rng.exponential(self.config.mtbf_h * 3600.0)), FAIL, sid)
+        self._record("repair", sid)
+        return True
+
+    def _vacate(self, sid: int, reclaim: bool) -> None:
+        """Empty a server now: flexible-only jobs scale in, the others are preempted."""
+        for idx in list(self.cluster.hosted[sid]):
+            j = self.jobs[idx]
+            if j.status == JobStatus.PREEMPTING:
+                self._release_all(j)
+                self._requeue(j)
+            elif any(s == sid for s, _ in j.base):
+                self._preempt(j, graceful=False, reclaim=reclaim)
+            else:
+                self._rescale(j, tuple(a for a in j.flex if a[0] != sid))
+
+    # ------------------------------------------------------------------ decisions
+    def _decide(self) -> None:
+        t0 = _time.perf_counter()
+        for action in self.scheduler.decide(self.view):
+            self.apply(action)
+        self._decision_s.append(_time.perf_counter() - t0)
+        self.newly_pending.clear()
+
+    def apply(self, action: Action) -> None:
+        """Validate and carry out one action (the RL adapters call this too)."""
+        if isinstance(action, Start):
+            j = self._job(action, action.job, JobStatus.PENDING)
+            gtype = self._check(action, j, action.base, action.flex, own=False)
+            self._place(j, action.base, action.flex, gtype)
+            self.queued_time_close(j)
+            if math.isnan(j.first_start):
+                j.first_start = self.now
+            del self.pending[j.idx]
+            self.running[j.idx] = None
+            j.status = JobStatus.RUNNING
+            self._record("start", j.idx, _fmt(action.base, action.flex))
+        elif isinstance(action, Scale):
+            j = self._job(action, action.job, JobStatus.RUNNING)
+            if not j.spec.elastic:
+                self._reject(action, j, "only elastic jobs scale")
+            if action.flex != j.flex:
+                self._check(action, j, j.base, action.flex, own=True)
+                self._rescale(j, action.flex)
+        elif isinstance(action, Migrate):
+            j = self._job(action, action.job, JobStatus.RUNNING)
+            gtype = self._check(action, j, action.base, action.flex, own=True)
+            self._settle(j)
+            self._release_all(j)
+            self._place(j, action.base, action.flex, gtype)
+            j.migrations += 1
+            self._record("migrate", j.idx, _fmt(action.base, action.flex))
+        elif isinstance(action, Preempt):
+            j = self._job(action, action.job, JobStatus.RUNNING)
+            self._preempt(j, action.graceful, reclaim=self._on_reclaiming(j))
+        else:
+            raise DecisionError(f"policy {self.scheduler.name}: {action!r} is not an action")
+
+    def queued_time_close(self, j: _Job) -> None:
+        j.queued_time += self.now - j.queued_since
+        j.queued_since = math.nan
+
+    def _reject(self, action: Action, j: _Job | None, rule: str) -> None:
+        who = f"job {j.idx} ({j.spec.name})" if j is not None else "an unknown job"
+        raise DecisionError(f"policy {self.scheduler.name}: {action!r} for {who} breaks rule '{rule}'")
+
+    def _job(self, action: Action, idx: int, status: JobStatus) -> _Job:
+        if not isinstance(idx, int) or not 0 <= idx < len(self.jobs):
+            self._reject(action, None, f"job id must be in 0..{len(self.jobs) - 1}")
+        j = self.jobs[idx]
+        if j.status != status:
+            self._reject(action, j, f"job must be {status.name.lower()}, it is {j.status.name.lower()}")
+        return j
+
+    def _check(self, action: Action, j: _Job, base: Alloc, flex: Alloc, own: bool) -> GpuType:
+        """Validate a full placement; ``own``: the job's current GPUs count as free."""
+        cl, spec = self.cluster, j.spec
+        nb = sum(n for _, n in base)
+        nf = sum(n for _, n in flex)
+        if spec.elastic:
+            if nb < spec.min_gpus or nb + nf > spec.max_gpus:
+                self._reject(
+                    action, j, f"elastic job needs {spec.min_gpus} <= base <= base + flex <= {spec.max_gpus}"
+                )
+        elif nb != spec.num_gpus or flex:
+            self._reject(action, j, f"gang: all {spec.num_gpus} GPUs as base workers, no flexible ones")
+        need: dict[int, int] = {}
+        for part in (base, flex):
+            seen = set()
+            for sid, n in part:
+                if not isinstance(sid, int) or not 0 <= sid < len(cl.servers):
+                    self._reject(action, j, f"server id must be in 0..{len(cl.servers) - 1}")
+                if not isinstance(n, int) or n < 1 or sid in seen:
+                    self._reject(action, j, "each server at most once per group, with >= 1 GPU")
+                seen.add(sid)
+                need[sid] = need.get(sid, 0) + n
+        gtype = cl.servers[next(iter(need))].gpu_type
+        for sid, n in need.items():
+            st = cl.status[sid]
+            mine = cl.hosted[sid].get(j.idx, 0) if own else 0
+            if st not in PLACEABLE and not (own and mine and st == ServerStatus.RECLAIMING and n <= mine):
+                self._reject(action, j, f"server {sid} is {st.name.lower()}: nothing new may be placed there")
+            if n > cl.free[sid] + mine:
+                self._reject(
+                    action, j, f"capacity: server {sid} has {cl.free[sid] + mine} free GPUs, not {n}"
+                )
+            if cl.servers[sid].gpu_type != gtype:
+                self._reject(action, j, "one GPU type per job")
+        if not spec.allows(gtype):
+            self._reject(
+                action, j, f"GPU type: job may run on {sorted(spec.gpu_types or ())}, not {gtype.name}"
+            )
+        return gtype
+
+    # ------------------------------------------------------------------ mechanics
+    def _settle(self, j: _Job) -> None:
+        start = j.last_settle if j.last_settle > j.progress_from else j.progress_from
+        if self.now > start and j.rate > 0.0:
+            j.work_done += j.rate * (self.now - start)
+        j.last_settle = self.now
+
+    def _account(self, j: _Job) -> None:
+        """Close the open interval of GPU holding (service, fee)."""
+        held = self.now - j.held_since
+        if held > 0.0:
+            g = held * j.workers
+            j.attained += g
+            j.run_time += held
+            assert j.gpu_type is not None
+            j.gpu_s[j.gpu_type.name] = j.gpu_s.get(j.gpu_type.name, 0.0) + g
+        j.held_since = self.now
+
+    def _schedule_milestone(self, j: _Job) -> None:
+        j.version += 1
+        if j.rate <= 0.0:
+            return
+        start = self.now if self.now > j.progress_from else j.progress_from
+        t = start + (j.bounds[j.phase] - j.work_done) / j.rate
+        self._push(t, MILESTONE, j.idx, j.version)
+
+    def _speed(self, j: _Job, base: Alloc, flex: Alloc, gtype: GpuType) -> tuple[int, int, float]:
+        cl = self.cluster
+        sids = {s for s, _ in base} | {s for s, _ in flex}
+        workers = sum(n for _, n in base) + sum(n for _, n in flex)
+        rate = self.throughput.rate(j.spec, workers, len(sids), gtype)
+        slowest = min(cl.servers[s].speed_factor for s in sids)
+        return workers, len(sids), rate * slowest
+
+    def _place(self, j: _Job, base: Alloc, flex: Alloc, gtype: GpuType) -> None:
+        """Allocate a validated placement (the job holds nothing) and restart it."""
+        cl = self.cluster
+        for part in (base, flex):
+            for sid, n in part:
+                cl.allocate(sid, j.idx, n)
+                self._count_busy(sid, n)
+        j.base, j.flex, j.gpu_type = base, flex, gtype
+        j.held_since = self.now
+        self._restart(j)
+
+    def _restart(self, j: _Job) -> None:
+        assert j.gpu_type is not None
+        j.workers, j.nservers, j.base_rate = self._speed(j, j.base, j.flex, j.gpu_type)
+        j.rate = j.base_rate * j.mults[j.phase]
+        c = self.config
+        j.progress_from = self.now + c.restart_base_s + c.restart_per_gpu_s * j.workers
+        j.last_settle = self.now
+        self._schedule_milestone(j)
+
+    def _rescale(self, j: _Job, flex: Alloc) -> None:
+        cl = self.cluster
+        self._settle(j)
+        self._account(j)
+        for sid, n in j.flex:
+            cl.release(sid, j.idx, n)
+            self._count_busy(sid, -n)
+        for sid, n in flex:
+            cl.allocate(sid, j.idx, n)
+            self._count_busy(sid, n)
+        j.flex = flex
+        j.scales += 1
+        self._restart(j)
+        self._record("scale", j.idx, _fmt(j.base, flex))
+
+    def _count_busy(self, sid: int, n: int) -> None:
+        if self.cluster.servers[sid].pool == Pool.TRAINING:
+            self.busy_training += n
+        else:
+            self.busy_loaned += n
+
+    def _release_all(self, j: _Job) -> None:
+        cl = self.cluster
+        self._account(j)
+        for part in (j.base, j.flex):
+            for sid, n in part:
+                cl.release(sid, j.idx, n)
+                self._count_busy(sid, -n)
+        j.base = j.flex = ()
+        j.workers = j.nservers = 0
+        j.rate = 0.0
+        j.version += 1
+
+    def _on_reclaiming(self, j: _Job) -> bool:
+        st = self.cluster.status
+        return any(st[s] == ServerStatus.RECLAIMING for s, _ in j.base)
+
+    def _preempt(self, j: _Job, graceful: bool, reclaim: bool) -> None:
+        self._settle(j)
+        j.preemptions += 1
+        j.preempt_reclaim += int(reclaim)
+        if graceful and j.spec.grace_period > 0.0:
+            j.restore = j.work_done
+            j.status = JobStatus.PREEMPTING
+            j.rate = 0.0
+            j.version += 1
+            self._push(self.now + j.spec.grace_period, GRACE_DONE, j.idx, j.version)
+            self._record("preempt", j.idx, "graceful")
+            return
+        c = self.config.checkpoint_interval_s
+        lost = (j.work_done - j.restore) % c if c > 0.0 else 0.0
+        if lost > 0.0:
+            if j.rate > 0.0:
+                j.lost_gpu_s += lost / j.rate * j.workers
+            j.work_done -= lost
+            j.lost_work += lost
+        j.restore = j.work_done
+        self._release_all(j)
+        self._requeue(j)
+        self._record("preempt", j.idx, f"lost {lost:.6g}" + (" reclaim" if reclaim else ""))
+
+    def _requeue(self, j: _Job) -> None:
+        j.status = JobStatus.PENDING
+        j.queued_since = self.now
+        j.phase = _phase_of(j)
+        del self.running[j.idx]
+        self.pending[j.idx] = None
+        self.newly_pending.append(j.idx)
+
+    # ------------------------------------------------------------------ results
+    def _result(self, truncated: bool) -> SimResult:
+        jobs = self.jobs
+        now = self.now
+        fair = np.array([j.fair if j.status == JobStatus.DONE else self._fair(j) for j in jobs])
+        series_arr = np.array(self._series, dtype=float).reshape(-1, 8)
+        names = (
+            "time",
+            "queue",
+            "running",
+            "busy_training",
+            "busy_loaned",
+            "loaned_servers",
+            "inference_gpus",
+            "capacity_training",
+        )
+        queued = np.array(
+            [j.queued_time + (now - j.queued_since if j.status == JobStatus.PENDING else 0.0) for j in jobs]
+        )
+        return SimResult(
+            policy=self.scheduler.name,
+            jobs=self.specs,
+            servers=self.cluster.servers,
+            end_time=now,
+            truncated=truncated,
+            submit=np.array([j.spec.submit_time for j in jobs]),
+            finish=np.array([j.finish for j in jobs]),
+            first_start=np.array([j.first_start for j in jobs]),
+            queued=queued,
+            preemptions=np.array([j.preemptions for j in jobs], dtype=np.int64),
+            preemptions_reclaim=np.array([j.preempt_reclaim for j in jobs], dtype=np.int64),
+            scale_events=np.array([j.scales for j in jobs], dtype=np.int64),
+            migrations=np.array([j.migrations for j in jobs], dtype=np.int64),
+            lost_gpu_s=np.array([j.lost_gpu_s for j in jobs]),
+            lost_work=np.array([j.lost_work for j in jobs]),
+            work=np.array([j.work for j in jobs]),
+            work_done=np.array([j.work_done for j in jobs]),
+            fee=np.array(
+                [
+                    sum(g * self._gpu_types[t].price_per_hour / 3600.0 for t, g in j.gpu_s.items())
+                    for j in jobs
+                ]
+            ),
+            gpu_s=np.array([sum(j.gpu_s.values()) for j in jobs]),
+            fair_share=fair,
+            usage=self._usage(),
+            usage_window=self._window
+            if self._window is not None and self._window.seconds > 0
+            else self._usage(),
+            decision_ms=np.array(self._decision_s) * 1000.0,
+            series={n: series_arr[:, i] for i, n in enumerate(names)},
+            log=self.log,
+        )
+
+    def _usage(self) -> Usage:
+        return Usage(
+            self.now,
+            self.i_busy_training,
+            self.i_busy_loaned,
+            self.i_cap_training,
+            self.i_cap_loaned,
+            self.i_inference,
+            self.cap_inference * self.now,
+        )
+
+    def _fair(self, j: _Job) -> float:
+        """max(1, jobs in system / GPUs for training), both averaged over the job's life so far."""
+        if j.status == JobStatus.FUTURE:
+            return 1.0
+        cap = self.i_cap_training + self.i_cap_loaned - j.cap_at_submit
+        jobs = self.i_in_system - j.sys_at_submit
+        return max(1.0, jobs / cap) if cap > 0.0 else 1.0
+
+
+def _phase_of(j: _Job) -> int:
+    for i, b in enumerate(j.bounds):
+        if j.work_done < b:
+            return i
+    return len(j.bounds) - 1
+
+
+def _fmt(base: Alloc, flex: Alloc) -> str:
+    b = " ".join(f"s{s}x{n}" for s, n in base)
+    return b + (" +" + " ".join(f"s{s}x{n}" for s, n in flex) if flex else "")

@@ -1,0 +1,173 @@
+"""The one implementation of every reported figure (DESIGN section 5).
+
+Definitions. JCT = finish - submit. Queuing delay = time holding no GPU between submit and
+finish, every wait and re-queue included. Slowdown = JCT / duration, where duration is the
+job's run time alone on its requested GPUs. Finish-time fairness rho = JCT / (duration x
+max(1, N/G)), with N the mean number of jobs in the system and G the mean GPUs open to training
+(training pool plus loaned servers) over the job's life; a job is unfair when rho > 1.05.
+Statistics over jobs use the finished jobs; unfinished ones are counted in ``jobs_unfinished``
+(and count as misses in ``deadline_hit_ratio``). Makespan = last finish - first submit (if a
+job is unfinished, end of the run - first submit).
+
+Utilisation (time-weighted, exact), over the arrival window [first submit, last submit] so that
+every policy is measured over the same interval (over the whole run when all jobs arrive at
+once): ``utilization_training`` = busy GPU-s on training servers / their GPU-s while up;
+``utilization_loaned`` = busy GPU-s on loaned servers / GPU-s on loan (null if nothing was
+loaned); ``utilization`` = Aryl's combined usage: (training busy anywhere + inference demand) /
+all GPUs of both pools.
+
+``decision_ms_*`` are wall-clock figures, the only ones that differ between two runs of the
+same seed; every other figure is a pure function of the inputs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from envs.sim.engine import SimResult
+from envs.sim.model import JobClass, Pool
+
+UNFAIR_RHO = 1.05
+
+#: key -> (unit, meaning); the README's table is generated from this and must match.
+METRICS: dict[str, tuple[str, str]] = {
+    "jobs_total": ("jobs", "jobs submitted in the episode"),
+    "jobs_finished": ("jobs", "jobs that finished before the horizon"),
+    "jobs_unfinished": ("jobs", "jobs still queued or running at the horizon"),
+    "avg_jct_s": ("s", "mean job completion time"),
+    "p50_jct_s": ("s", "median job completion time"),
+    "p95_jct_s": ("s", "95th percentile job completion time"),
+    "p99_jct_s": ("s", "99th percentile job completion time"),
+    "avg_queue_s": ("s", "mean queuing delay (all waits, re-queues included)"),
+    "p50_queue_s": ("s", "median queuing delay"),
+    "p95_queue_s": ("s", "95th percentile queuing delay"),
+    "p99_queue_s": ("s", "99th percentile queuing delay"),
+    "avg_slowdown": ("x", "mean JCT / duration"),
+    "p50_slowdown": ("x", "median slowdown"),
+    "p95_slowdown": ("x", "95th percentile slowdown"),
+    "p99_slowdown": ("x", "99th percentile slowdown"),
+    "te_p50_slowdown": ("x", "median slowdown of trial-and-error jobs"),
+    "te_p95_slowdown": ("x", "95th percentile slowdown of trial-and-error jobs"),
+    "be_p50_slowdown": ("x", "median slowdown of best-effort jobs"),
+    "be_p95_slowdown": ("x", "95th percentile slowdown of best-effort jobs"),
+    "te_avg_jct_s": ("s", "mean JCT of trial-and-error jobs"),
+    "be_avg_jct_s": ("s", "mean JCT of best-effort jobs"),
+    "elastic_avg_jct_s": ("s", "mean JCT of elastic jobs"),
+    "inelastic_avg_jct_s": ("s", "mean JCT of inelastic jobs"),
+    "makespan_s": ("s", "last finish - first submit"),
+    "utilization": ("share", "combined usage: (training busy + inference demand) / all GPUs"),
+    "utilization_training": ("share", "busy / available GPU-s on training servers"),
+    "utilization_loaned": ("share", "busy / loaned GPU-s on loaned inference servers"),
+    "loaned_server_hours": ("server-h", "server-hours on loan to training (whole run)"),
+    "preemptions": ("count", "preemptions of all jobs"),
+    "preemptions_reclaim": ("count", "preemptions of jobs on servers being reclaimed"),
+    "preemptions_per_be_job": ("count", "mean preemptions per best-effort job"),
+    "scale_events": ("count", "changes of an elastic job's worker count"),
+    "migrations": ("count", "running jobs moved to other servers"),
+    "worst_ftf": ("x", "largest finish-time fairness rho"),
+    "unfair_fraction": ("share", "share of jobs with rho > 1.05"),
+    "deadline_hit_ratio": ("share", "share of jobs with a deadline that met it"),
+    "fee": ("$", "GPU-hours held x price of the GPU type"),
+    "gpu_hours_lost": ("GPU-h", "GPU-hours of work redone after preemptions"),
+    "decision_ms_mean": ("ms", "mean wall-clock time of one scheduling decision"),
+    "decision_ms_p99": ("ms", "99th percentile of the decision time"),
+}
+
+TIMING_KEYS = ("decision_ms_mean", "decision_ms_p99")
+
+
+def _num(x: float) -> float | None:
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+def _stat(values: np.ndarray, fn: Callable[[np.ndarray], float]) -> float | None:
+    return _num(fn(values)) if values.size else None
+
+
+def _pct(q: float) -> Callable[[np.ndarray], float]:
+    return lambda v: float(np.percentile(v, q))
+
+
+def summarize(r: SimResult) -> dict[str, float | int | None]:
+    """The figures of one run, keyed as in :data:`METRICS` (``None`` where one does not apply)."""
+    arrived = r.submit <= r.end_time
+    done = np.isfinite(r.finish)
+    duration = np.array([j.duration for j in r.jobs])
+    jct = (r.finish - r.submit)[done]
+    slow = jct / duration[done]
+    queue = r.queued[done]
+    rho = jct / (duration[done] * r.fair_share[done])
+    te = np.array([j.job_class == JobClass.TE for j in r.jobs], dtype=bool)
+    elastic = np.array([j.elastic for j in r.jobs], dtype=bool)
+    deadline = np.array([j.deadline if j.deadline is not None else np.nan for j in r.jobs])
+    has_dl = np.isfinite(deadline) & arrived
+    mean = lambda v: float(np.mean(v))  # noqa: E731
+    be_done = ~te[done]
+    be_all = ~te & arrived
+    if done.all():
+        makespan = float(r.finish.max() - r.submit.min()) if r.finish.size else 0.0
+    else:
+        makespan = r.end_time - float(r.submit.min())
+    dec = r.decision_ms
+    u = r.usage_window
+    cap_all = u.capacity_training_gpu_s + u.capacity_inference_gpu_s
+    out: dict[str, float | int | None] = {
+        "jobs_total": len(r.jobs),
+        "jobs_finished": int(done.sum()),
+        "jobs_unfinished": int(len(r.jobs) - done.sum()),
+        "avg_jct_s": _stat(jct, mean),
+        "p50_jct_s": _stat(jct, _pct(50)),
+        "p95_jct_s": _stat(jct, _pct(95)),
+        "p99_jct_s": _stat(jct, _pct(99)),
+        "avg_queue_s": _stat(queue, mean),
+        "p50_queue_s": _stat(queue, _pct(50)),
+        "p95_queue_s": _stat(queue, _pct(95)),
+        "p99_queue_s": _stat(queue, _pct(99)),
+        "avg_slowdown": _stat(slow, mean),
+        "p50_slowdown": _stat(slow, _pct(50)),
+        "p95_slowdown": _stat(slow, _pct(95)),
+        "p99_slowdown": _stat(slow, _pct(99)),
+        "te_p50_slowdown": _stat(slow[te[done]], _pct(50)),
+        "te_p95_slowdown": _stat(slow[te[done]], _pct(95)),
+        "be_p50_slowdown": _stat(slow[be_done], _pct(50)),
+        "be_p95_slowdown": _stat(slow[be_done], _pct(95)),
+        "te_avg_jct_s": _stat(jct[te[done]], mean),
+        "be_avg_jct_s": _stat(jct[be_done], mean),
+        "elastic_avg_jct_s": _stat(jct[elastic[done]], mean),
+        "inelastic_avg_jct_s": _stat(jct[~elastic[done]], mean),
+        "makespan_s": _num(makespan),
+        "utilization": _num(
+            (u.busy_training_gpu_s + u.busy_loaned_gpu_s + u.inference_gpu_s) / cap_all
+            if cap_all > 0
+            else math.nan
+        ),
+        "utilization_training": _num(
+            u.busy_training_gpu_s / u.capacity_training_gpu_s if u.capacity_training_gpu_s > 0 else math.nan
+        ),
+        "utilization_loaned": _num(
+            u.busy_loaned_gpu_s / u.capacity_loaned_gpu_s if u.capacity_loaned_gpu_s > 0 else math.nan
+        ),
+        "loaned_server_hours": _num(_loaned_server_hours(r)),
+        "preemptions": int(r.preemptions.sum()),
+        "preemptions_reclaim": int(r.preemptions_reclaim.sum()),
+        "preemptions_per_be_job": _stat(r.preemptions[be_all].astype(float), mean),
+        "scale_events": int(r.scale_events.sum()),
+        "migrations": int(r.migrations.sum()),
+        "worst_ftf": _stat(rho, np.max),
+        "unfair_fraction": _stat((rho > UNFAIR_RHO).astype(float), mean),
+        "deadline_hit_ratio": _stat((r.finish[has_dl] <= deadline[has_dl]).astype(float), mean),
+        "fee": _num(float(r.fee.sum())),
+        "gpu_hours_lost": _num(float(r.lost_gpu_s.sum()) / 3600.0),
+        "decision_ms_mean": _stat(dec, mean),
+        "decision_ms_p99": _stat(dec, _pct(99)),
+    }
+    assert list(out) == list(METRICS), "metrics and their table disagree"
+    return out
+
+
+def _loaned_server_hours(r: SimResult) -> float:
+    per_server = next((s.num_gpus for s in r.servers if s.pool == Pool.INFERENCE), 1)
+    return r.usage.capacity_loaned_gpu_s / per_server / 3600.0

@@ -1,0 +1,374 @@
+"""What a policy sees and what it may say.
+
+The engine hands a policy a read-only :class:`ClusterView` at every decision point and applies
+the actions the policy returns, one at a time and in order, validating each. ``decide`` may be
+a generator: the engine applies every action as it is produced, so a policy that yields lazily
+reads the consequences of its earlier actions in the same (live, read-only) view. A policy never
+edits simulator state; everything the view returns is immutable (ints, tuples, frozen
+dataclasses, read-only numpy arrays).
+
+Components. A scheduler can be written in one piece (implement :class:`Scheduler`) or composed
+from the parts the RL adapters also use: an :class:`Ordering` (which pending job next), a
+:class:`Placement` (which servers for it), a :class:`Scaling` (elastic jobs' flexible workers)
+and a :class:`Reclaim` (which loaned servers to give back). :class:`ComposedScheduler` is the one
+loop that joins them; the ordering env runs exactly this loop with an agent in the ordering seat.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from envs.sim.model import GpuType, JobSpec, Pool, ServerSpec
+
+# A placement: ((server_id, gpus), ...) with each server at most once.
+Alloc = tuple[tuple[int, int], ...]
+
+
+class JobStatus(enum.IntEnum):
+    FUTURE = 0  # not submitted yet (never visible to a policy)
+    PENDING = 1  # queued, holds no GPU
+    RUNNING = 2  # holds GPUs (possibly still restarting)
+    PREEMPTING = 3  # checkpointing during its grace period, holds GPUs, makes no progress
+    DONE = 4
+
+
+class ServerStatus(enum.IntEnum):
+    AVAILABLE = 0  # training server, up
+    INFERENCE = 1  # inference server in use by (or kept for) the inference cluster
+    LOANED = 2  # inference server on loan to training
+    RECLAIMING = 3  # on loan, being taken back at its deadline; nothing new may be placed on it
+    FAILED = 4  # down until repaired
+
+
+PLACEABLE = (ServerStatus.AVAILABLE, ServerStatus.LOANED)
+
+
+# ----------------------------------------------------------------------------- actions
+@dataclass(frozen=True, slots=True)
+class Start:
+    """Start (or resume) pending job ``job`` on ``base`` (its gang: all at once) plus optional
+    ``flex`` workers for an elastic job. All workers must be on one GPU type the job allows."""
+
+    job: int
+    base: Alloc
+    flex: Alloc = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Scale:
+    """Replace the flexible workers of running elastic job ``job`` by ``flex`` (empty = scale in
+    to the base). Costs a restart overhead."""
+
+    job: int
+    flex: Alloc
+
+
+@dataclass(frozen=True, slots=True)
+class Migrate:
+    """Move running job ``job`` to a new placement. Costs a restart overhead, loses no work."""
+
+    job: int
+    base: Alloc
+    flex: Alloc = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Preempt:
+    """Stop running job ``job`` and re-queue it. ``graceful``: it keeps its GPUs for its grace
+    period while it checkpoints (no work lost); otherwise its GPUs free at once and the work
+    since its last periodic checkpoint is lost."""
+
+    job: int
+    graceful: bool = False
+
+
+Action = Start | Scale | Migrate | Preempt
+
+
+@dataclass(frozen=True, slots=True)
+class JobState:
+    """A snapshot of one job's progress, made when a policy asks for it.
+
+    Work is measured in seconds of running alone at the job's requested allocation on the
+    reference GPU type (so ``work_total`` is its isolated duration when it has no speed phases).
+    """
+
+    job_id: int
+    status: JobStatus
+    base: Alloc
+    flex: Alloc
+    gpu_type: str | None
+    work_done: float
+    work_total: float
+    rate: float  # work per second at the current allocation (0 while queued)
+    restarting_until: float  # no progress before this time
+    attained_service: float  # GPU-seconds held so far (Tiresias' 2D-LAS measure)
+    run_time: float  # seconds holding GPUs so far
+    queued_time: float  # seconds without GPUs so far (up to the last state change)
+    queued_since: float  # when it last entered the queue (nan while it holds GPUs)
+    first_start: float  # nan until it first starts
+    preemptions: int
+    workers: int = field(default=0)
+
+    @property
+    def remaining_work(self) -> float:
+        return max(0.0, self.work_total - self.work_done)
+
+
+# ----------------------------------------------------------------------------- the view
+class ClusterView:
+    """Read-only window on the simulator, handed to policies.
+
+    Live: it always shows the state as of the last applied action. Everything it returns is
+    immutable. ``pending`` and ``running`` are live key views: copy them (``tuple(...)``)
+    before yielding actions while iterating, since a start changes them.
+    """
+
+    __slots__ = ("_cache", "_e")
+
+    def __init__(self, engine: Any) -> None:
+        self._e = engine
+        self._cache: tuple[int, np.ndarray] | None = None
+
+    # --- time and queues
+    @property
+    def now(self) -> float:
+        return float(self._e.now)
+
+    @property
+    def round_tick(self) -> bool:
+        """Whether this decision point is (also) the policy's periodic round."""
+        return bool(self._e.round_tick)
+
+    @property
+    def pending(self) -> Any:
+        """Queued job ids, in the order they (re-)entered the queue (a live, read-only view)."""
+        return self._e.pending.keys()
+
+    @property
+    def running(self) -> Any:
+        """Job ids holding GPUs (running or checkpointing after a graceful preemption)."""
+        return self._e.running.keys()
+
+    def newly_pending(self) -> tuple[int, ...]:
+        """Jobs that entered the queue (arrived or were preempted) since the last decision."""
+        return tuple(self._e.newly_pending)
+
+    @property
+    def num_jobs(self) -> int:
+        return len(self._e.specs)
+
+    def job(self, job: int) -> JobSpec:
+        return self._e.specs[job]  # type: ignore[no-any-return]
+
+    def state(self, job: int) -> JobState:
+        """A snapshot of one job's progress (settled to now)."""
+        j = self._e.jobs[job]
+        now = self._e.now
+        done = j.work_done
+        if j.status == JobStatus.RUNNING:
+            start = max(j.last_settle, j.progress_from)
+            if now > start:
+                done = min(j.work, done + j.rate * (now - start))
+        held = now - j.held_since if j.status in (JobStatus.RUNNING, JobStatus.PREEMPTING) else 0.0
+        queued = j.queued_time + (now - j.queued_since if j.status == JobStatus.PENDING else 0.0)
+        return JobState(
+            job_id=job,
+            status=j.status,
+            base=j.base,
+            flex=j.flex,
+            gpu_type=j.gpu_type.name if j.gpu_type is not None else None,
+            work_done=done,
+            work_total=j.work,
+            rate=j.rate,
+            restarting_until=j.progress_from if j.status == JobStatus.RUNNING else float("nan"),
+            attained_service=j.attained + held * j.workers,
+            run_time=j.run_time + held,
+            queued_time=queued,
+            queued_since=j.queued_since,
+            first_start=j.first_start,
+            preemptions=j.preemptions,
+            workers=j.workers,
+        )
+
+    def status_of(self, job: int) -> JobStatus:
+        return self._e.jobs[job].status  # type: ignore[no-any-return]
+
+    def rate(self, job: int, workers: int, servers: int, gpu_type: str) -> float:
+        """Work per second ``job`` would make with ``workers`` GPUs of ``gpu_type`` over
+        ``servers`` servers (machine speed factors and speed phases not included)."""
+        e = self._e
+        return float(e.throughput.rate(e.specs[job], workers, servers, e._gpu_types[gpu_type]))
+
+    # --- servers
+    @property
+    def servers(self) -> tuple[ServerSpec, ...]:
+        return self._e.cluster.servers  # type: ignore[no-any-return]
+
+    def gpu_type(self, name: str) -> GpuType:
+        return self._e._gpu_types[name]  # type: ignore[no-any-return]
+
+    def free(self, server: int) -> int:
+        """Free GPUs on a server (whether or not anything may be placed there)."""
+        return self._e.cluster.free[server]  # type: ignore[no-any-return]
+
+    def used(self, server: int) -> int:
+        return self._e.cluster.servers[server].num_gpus - self._e.cluster.free[server]  # type: ignore[no-any-return]
+
+    def server_status(self, server: int) -> ServerStatus:
+        return self._e.cluster.status[server]  # type: ignore[no-any-return]
+
+    def placeable(self, server: int) -> bool:
+        return self._e.cluster.status[server] in PLACEABLE  # type: ignore[no-any-return]
+
+    def free_gpus(self) -> np.ndarray:
+        """Free GPUs per server, 0 where nothing may be placed (read-only array)."""
+        cl = self._e.cluster
+        if self._cache is None or self._cache[0] != cl.version:
+            a = cl.placeable_free()
+            a.flags.writeable = False
+            self._cache = (cl.version, a)
+        return self._cache[1]
+
+    def pool_types(self) -> list[tuple[str, Pool]]:
+        """The (GPU type name, pool) pairs the cluster has."""
+        return self._e.cluster.keys()  # type: ignore[no-any-return]
+
+    def total_free(self, gpu_type: str, pool: Pool) -> int:
+        """Free GPUs on placeable servers of this type and pool."""
+        return self._e.cluster.total_free((gpu_type, pool))  # type: ignore[no-any-return]
+
+    def best_fit(self, gpu_type: str, pool: Pool, need: int) -> int | None:
+        """The placeable server of this type and pool with the fewest free GPUs >= ``need``."""
+        return self._e.cluster.best_fit((gpu_type, pool), need)  # type: ignore[no-any-return]
+
+    def servers_by_free(self, gpu_type: str, pool: Pool) -> list[int]:
+        """Placeable servers of this type and pool with free GPUs, most free first."""
+        return self._e.cluster.by_free((gpu_type, pool))  # type: ignore[no-any-return]
+
+    def jobs_on(self, server: int) -> tuple[tuple[int, int], ...]:
+        """(job, GPUs) pairs hosted on a server."""
+        return tuple(self._e.cluster.hosted[server].items())
+
+    def reclaim_deadline(self, server: int) -> float | None:
+        d = self._e.cluster.deadline[server]
+        return None if d != d else float(d)
+
+    def loaned_servers(self) -> tuple[int, ...]:
+        """Servers on loan that are not being reclaimed."""
+        return tuple(self._e.cluster.servers_with(ServerStatus.LOANED))
+
+    def reclaiming_servers(self) -> tuple[int, ...]:
+        return tuple(self._e.cluster.servers_with(ServerStatus.RECLAIMING))
+
+
+# ----------------------------------------------------------------------------- protocols
+@runtime_checkable
+class Scheduler(Protocol):
+    """One scheduling policy.
+
+    :ivar name: registry name, used in error messages and results.
+    :ivar borrows: whether the policy opts into servers loaned by the inference cluster; a
+        policy that does not never sees a loan offer (and so never a reclaim).
+    :ivar round_s: period of an extra decision point (round-based policies), or ``None``.
+    """
+
+    name: str
+    borrows: bool
+    round_s: float | None
+
+    def decide(self, view: ClusterView) -> Iterable[Action]:
+        """The actions to take now, applied in order as they are produced."""
+        ...
+
+    def reclaim(self, view: ClusterView, k: int) -> Sequence[int]:
+        """Choose ``k`` distinct loaned (not already reclaiming) servers to give back."""
+        ...
+
+
+class Ordering(Protocol):
+    """Which pending jobs to start, in priority order."""
+
+    #: stop at the first job that does not fit (FIFO's head-of-line blocking) or skip it (backfill)
+    blocking: bool
+
+    def rank(self, view: ClusterView) -> Iterable[int]:
+        """Pending job ids, most urgent first. May be lazy; it is consumed while jobs start."""
+        ...
+
+
+class Placement(Protocol):
+    def place(self, view: ClusterView, job: int) -> Start | None:
+        """Where to start pending ``job`` now, or ``None`` if it does not fit."""
+        ...
+
+
+class Scaling(Protocol):
+    def scale(self, view: ClusterView) -> Iterable[Action]:
+        """Scale / preempt actions for running jobs, after the new starts of this decision."""
+        ...
+
+
+class Reclaim(Protocol):
+    def reclaim(self, view: ClusterView, k: int) -> Sequence[int]: ...
+
+
+class FewestJobsReclaim:
+    """Default reclaim: empty servers first, then those hosting the fewest GPUs, lowest id first."""
+
+    def reclaim(self, view: ClusterView, k: int) -> Sequence[int]:
+        loaned = view.loaned_servers()
+        return sorted(loaned, key=lambda s: (view.used(s), s))[:k]
+
+
+class NoScaling:
+    def scale(self, view: ClusterView) -> Iterable[Action]:
+        return ()
+
+
+@dataclass
+class ComposedScheduler:
+    """The standard decision loop over components.
+
+    Walk the ordering's ranking once; start each job the placement can place; at the first one
+    it cannot, stop if the ordering is blocking, else skip it (backfill). Starts only consume
+    GPUs, so a job skipped earlier cannot fit later in the same decision: one pass equals
+    re-ranking after every start. Then the scaling component acts.
+    """
+
+    name: str
+    ordering: Ordering
+    placement: Placement
+    scaling: Scaling = field(default_factory=NoScaling)
+    reclaimer: Reclaim = field(default_factory=FewestJobsReclaim)
+    borrows: bool = False
+    round_s: float | None = None
+
+    def decide(self, view: ClusterView) -> Iterator[Action]:
+        yield from self.starts(view)
+        yield from self.scaling.scale(view)
+
+    def starts(self, view: ClusterView) -> Iterator[Action]:
+        for job in self.ordering.rank(view):
+            start = self.placement.place(view, job)
+            if start is None:
+                if self.ordering.blocking:
+                    return
+                continue
+            yield start
+
+    def next_start(self, view: ClusterView) -> Start | None:
+        """The first start :meth:`starts` would make now (the expert's ordering action)."""
+        for action in self.starts(view):
+            assert isinstance(action, Start)
+            return action
+        return None
+
+    def reclaim(self, view: ClusterView, k: int) -> Sequence[int]:
+        return self.reclaimer.reclaim(view, k)
