@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from envs.sim.policy import ClusterView, ComposedScheduler
 from heuristics.common import TRAINING_ONLY, PackPlacement, SortedQueue, free_gpus
+from heuristics.registry import register
 
 
 def by_submit(view: ClusterView, job: int) -> tuple[float, ...]:
@@ -51,3 +52,7 @@ def fifo() -> ComposedScheduler:
 
 def sjf() -> ComposedScheduler:
     return ComposedScheduler("sjf", QueueOrdering(by_remaining, blocking=False), PackPlacement())
+
+
+register("fifo", fifo)
+register("sjf", sjf)

@@ -1,4 +1,8 @@
-"""Policy names -> factories. ``make("tiresias", {"round_s": "60"})`` builds a configured policy."""
+"""Policy names -> factories. ``make("tiresias", {"round_s": "60"})`` builds a configured policy.
+
+Each policy module of this package registers its own names with :func:`register`; every module
+is imported when the registry is first used, so adding a policy is adding one file.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,10 @@ from typing import Any
 
 from envs.sim.config import ConfigError, apply_overrides
 from envs.sim.policy import Scheduler
-from heuristics import fifo, tiresias
+import importlib
+import pkgutil
+
+import heuristics
 
 
 @dataclass(frozen=True)
@@ -31,11 +38,19 @@ def register(name: str, factory: Callable[..., Scheduler], config: type | None =
     _ENTRIES[name] = PolicyEntry(name, factory, config)
 
 
+def _load_all() -> None:
+    for m in pkgutil.iter_modules(heuristics.__path__):
+        if m.name not in ("registry", "common"):
+            importlib.import_module(f"heuristics.{m.name}")
+
+
 def names() -> list[str]:
+    _load_all()
     return sorted(_ENTRIES)
 
 
 def entry(name: str) -> PolicyEntry:
+    _load_all()
     if name not in _ENTRIES:
         raise ConfigError(f"unknown policy '{name}'; valid policies: {', '.join(names())}.")
     return _ENTRIES[name]
@@ -61,7 +76,3 @@ def config_of(name: str, overrides: Mapping[str, str] | None = None) -> dict[str
         return {}
     return dataclasses.asdict(apply_overrides(e.config(), overrides or {}, what=f"policy '{name}'"))
 
-
-register("fifo", fifo.fifo)
-register("sjf", fifo.sjf)
-register("tiresias", tiresias.tiresias, tiresias.TiresiasConfig)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from envs.sim.policy import Action, ClusterView, FewestJobsReclaim, JobStatus, Preempt, Start
 from heuristics.common import TRAINING_ONLY, SortedQueue, free_gpus, pack
+from heuristics.registry import register
 
 
 @dataclass(frozen=True)
@@ -101,3 +102,6 @@ class Tiresias:
 
 def tiresias(config: TiresiasConfig | None = None) -> Tiresias:
     return Tiresias(config or TiresiasConfig())
+
+
+register("tiresias", tiresias, TiresiasConfig)
