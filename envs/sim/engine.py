@@ -83,6 +83,8 @@ class SimConfig:
     :param repair_h: mean hours to repair a failed server (exponential).
     :param horizon_s: the episode is cut here; jobs not done are reported unfinished.
     :param sample_s: period of the time series (queue, usage, loaned servers).
+    :param stall_s: stop (as truncated) when every job has arrived, none holds GPUs and none has
+        started for this long: the policy will never run the ones left.
     """
 
     restart_base_s: float = 30.0
@@ -92,6 +94,7 @@ class SimConfig:
     repair_h: float = 2.0
     horizon_s: float = math.inf
     sample_s: float = 300.0
+    stall_s: float = 7 * 86400.0
 
 
 class _Job:
@@ -290,6 +293,8 @@ class Engine:
         self.i_inference = 0.0
         self._series: list[tuple[float, ...]] = []
         self._window: Usage | None = None
+        self._arrived = 0
+        self._last_start = 0.0
 
     # ------------------------------------------------------------------ events
     def _push(self, t: float, kind: int, payload: int = -1, version: int = 0) -> None:
@@ -347,6 +352,11 @@ class Engine:
             if t > c.horizon_s:
                 truncated = True
                 break
+            if not self.running and self._arrived == n and t - self._last_start > c.stall_s:
+                truncated = True
+                logger.warning("[t=%.1f] stopping: %d jobs wait and nothing has started for %.0f s", t, n - self.done,
+                               c.stall_s)
+                break
             self._advance(t)
             dirty = False
             while heap and heap[0][0] == t:
@@ -372,6 +382,7 @@ class Engine:
         j.sys_at_submit = self.i_in_system
         j.cap_at_submit = self.i_cap_training + self.i_cap_loaned
         self.in_system += 1
+        self._arrived += 1
         self.pending[idx] = None
         self.newly_pending.append(idx)
         self._record("arrive", idx)
@@ -540,6 +551,7 @@ class Engine:
             del self.pending[j.idx]
             self.running[j.idx] = None
             j.status = JobStatus.RUNNING
+            self._last_start = self.now
             self._record("start", j.idx, _fmt(action.base, action.flex))
         elif isinstance(action, Scale):
             j = self._job(action, action.job, JobStatus.RUNNING)

@@ -33,6 +33,7 @@ grace_period_s    no        seconds a preempted job needs to checkpoint, >= 0
 user, vc          no        owner and virtual cluster, free text
 ================  ========  =====================================================================
 
+Blank lines, and rows whose cells are all empty, are skipped; a UTF-8 byte-order mark is allowed.
 An empty cell in an optional column means "not given" (the sampler fills it in), except in
 ``gpu_type``, where the schema defines an empty cell as "any type". Numbers must be finite
 (``nan`` and ``inf`` are errors). Two rows with the same ``job_id`` are an error: the id is how

@@ -194,6 +194,8 @@ def simulate(
 ) -> SimResult:
     """Run ``policy`` on scenario ``s`` for ``seed``."""
     b = build(s, seed)
+    if hasattr(policy, "use_rng"):  # randomised policies draw from the run's own policy stream
+        policy.use_rng(b.policy_rng)
     engine = Engine(
         b.servers, b.jobs, policy, throughput or shared_throughput(), b.demand, s.sim, b.failure_rng, log
     )
