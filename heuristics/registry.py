@@ -7,16 +7,15 @@ is imported when the registry is first used, so adding a policy is adding one fi
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import pkgutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import heuristics
 from envs.sim.config import ConfigError, apply_overrides
 from envs.sim.policy import Scheduler
-import importlib
-import pkgutil
-
-import heuristics
 
 
 @dataclass(frozen=True)
@@ -75,4 +74,3 @@ def config_of(name: str, overrides: Mapping[str, str] | None = None) -> dict[str
     if e.config is None:
         return {}
     return dataclasses.asdict(apply_overrides(e.config(), overrides or {}, what=f"policy '{name}'"))
-

@@ -48,15 +48,14 @@ class Tiresias:
         self._reclaim = FewestJobsReclaim()
 
     def _level(self, view: ClusterView, job: int) -> int:
-        s = view.state(job)
-        service = s.attained_service - self._offset.get(job, 0.0)
+        service = view.attained_service(job) - self._offset.get(job, 0.0)
         return bisect.bisect_right(self._thresholds, service)
 
     def _key(self, view: ClusterView, job: int) -> tuple[float, ...]:
         return (self._level(view, job), view.job(job).submit_time, job)
 
     def decide(self, view: ClusterView) -> Iterator[Action]:
-        if view.round_tick:
+        if view.round_tick and view.pending:  # with nobody waiting, every running job keeps its GPUs
             yield from self._reprioritise(view)
         else:
             self._queue.sync(view)
@@ -76,7 +75,7 @@ class Tiresias:
                 self._offset[job] = s.attained_service
         running = [j for j in view.running if view.status_of(j) == JobStatus.RUNNING]
         ranked = sorted([*view.pending, *running], key=lambda j: self._key(view, j))
-        budget = free_gpus(view, TRAINING_ONLY) + sum(view.state(j).workers for j in running)
+        budget = free_gpus(view, TRAINING_ONLY) + sum(view.workers(j) for j in running)
         chosen = set()
         for job in ranked:
             need = view.job(job).num_gpus

@@ -44,6 +44,7 @@ class Cluster:
         for i in range(len(servers)):
             if self.status[i] in PLACEABLE:
                 self._index(i)
+        self.pool_types: tuple[Key, ...] = tuple(self._buckets)
 
     # ------------------------------------------------------------------ index
     def _index(self, sid: int) -> None:
@@ -84,9 +85,6 @@ class Cluster:
             if buckets[f]:
                 out.extend(sorted(buckets[f]))
         return out
-
-    def keys(self) -> list[Key]:
-        return list(self._buckets)
 
     # ------------------------------------------------------------------ changes
     def allocate(self, sid: int, job: int, gpus: int) -> None:

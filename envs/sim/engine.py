@@ -142,13 +142,17 @@ class _Job:
     def __init__(self, spec: JobSpec) -> None:
         self.spec = spec
         self.idx = spec.job_id
-        phases = spec.speed_phases or ((0.0, 1.0),)
-        fracs = [p[0] for p in phases] + [1.0]
-        self.mults = [p[1] for p in phases]
-        # work such that running alone at the requested allocation takes exactly `duration`
-        self.work = spec.duration / sum((fracs[i + 1] - fracs[i]) / m for i, m in enumerate(self.mults))
-        self.bounds = [f * self.work for f in fracs[1:]]  # work at which each phase ends
-        self.bounds[-1] = self.work
+        if spec.speed_phases:
+            fracs = [p[0] for p in spec.speed_phases] + [1.0]
+            self.mults = [p[1] for p in spec.speed_phases]
+            # work such that running alone at the requested allocation takes exactly `duration`
+            self.work = spec.duration / sum((fracs[i + 1] - fracs[i]) / m for i, m in enumerate(self.mults))
+            self.bounds = [f * self.work for f in fracs[1:]]  # work at which each phase ends
+            self.bounds[-1] = self.work
+        else:
+            self.mults = [1.0]
+            self.work = spec.duration
+            self.bounds = [spec.duration]
         self.status = JobStatus.FUTURE
         self.base: Alloc = ()
         self.flex: Alloc = ()
@@ -224,6 +228,7 @@ class SimResult:
     usage_window: Usage  # over the arrival window [0, last submit] (the whole run if that is 0)
     decision_ms: np.ndarray
     series: dict[str, np.ndarray]
+    events: int
     log: list[tuple[float, str, int, str]] | None
 
 
@@ -271,6 +276,7 @@ class Engine:
         self.done = 0
         self.round_tick = False
         self.log: list[tuple[float, str, int, str]] | None = [] if log else None
+        self._trace = log or logger.isEnabledFor(logging.DEBUG)
         self.view = ClusterView(self)
         self._decision_s: list[float] = []
         self._gpu_types = {s.gpu_type.name: s.gpu_type for s in self.cluster.servers}
@@ -294,6 +300,7 @@ class Engine:
         self._series: list[tuple[float, ...]] = []
         self._window: Usage | None = None
         self._arrived = 0
+        self.events = 0  # processed events (for benchmarks)
         self._last_start = 0.0
 
     # ------------------------------------------------------------------ events
@@ -302,6 +309,7 @@ class Engine:
         heapq.heappush(self._heap, (t, kind, self._seq, payload, version))
 
     def _record(self, what: str, who: int, detail: str = "") -> None:
+        """Event log (tests) and debug logging; call sites guard with ``self._trace``."""
         if self.log is not None:
             self.log.append((self.now, what, who, detail))
         if logger.isEnabledFor(logging.DEBUG):
@@ -354,14 +362,19 @@ class Engine:
                 break
             if not self.running and self._arrived == n and t - self._last_start > c.stall_s:
                 truncated = True
-                logger.warning("[t=%.1f] stopping: %d jobs wait and nothing has started for %.0f s", t, n - self.done,
-                               c.stall_s)
+                logger.warning(
+                    "[t=%.1f] stopping: %d jobs wait and nothing has started for %.0f s",
+                    t,
+                    n - self.done,
+                    c.stall_s,
+                )
                 break
             self._advance(t)
             dirty = False
             while heap and heap[0][0] == t:
                 _, kind, _, payload, version = heapq.heappop(heap)
                 dirty |= handlers[kind](payload, version)
+                self.events += 1
             if dirty:
                 self._decide()
                 self.round_tick = False
@@ -385,7 +398,8 @@ class Engine:
         self._arrived += 1
         self.pending[idx] = None
         self.newly_pending.append(idx)
-        self._record("arrive", idx)
+        if self._trace:
+            self._record("arrive", idx)
         if idx == len(self.jobs) - 1:
             self._window = self._usage()
         return True
@@ -400,7 +414,8 @@ class Engine:
             j.phase += 1
             j.rate = j.base_rate * j.mults[j.phase]
             self._schedule_milestone(j)
-            self._record("phase", idx, f"x{j.mults[j.phase]:g}")
+            if self._trace:
+                self._record("phase", idx, f"x{j.mults[j.phase]:g}")
             return False
         j.work_done = j.work
         self._release_all(j)
@@ -410,7 +425,8 @@ class Engine:
         del self.running[idx]
         self.in_system -= 1
         self.done += 1
-        self._record("finish", idx)
+        if self._trace:
+            self._record("finish", idx)
         return True
 
     def _on_grace_done(self, idx: int, version: int) -> bool:
@@ -464,7 +480,8 @@ class Engine:
                 cl.set_status(sid, ServerStatus.LOANED)
                 self.cap_loaned += cl.servers[sid].num_gpus
                 self.n_loaned += 1
-                self._record("loan", sid)
+                if self._trace:
+                    self._record("loan", sid)
                 changed = True
         elif desired < len(loaned) and not d.config.never_reclaim:
             k = len(loaned) - desired
@@ -478,7 +495,8 @@ class Engine:
             for sid in chosen:
                 cl.set_status(sid, ServerStatus.RECLAIMING, deadline)
                 self._push(deadline, DEADLINE, sid)
-                self._record("reclaim", sid, f"deadline {deadline:g}")
+                if self._trace:
+                    self._record("reclaim", sid, f"deadline {deadline:g}")
             changed = True
         return changed
 
@@ -490,7 +508,8 @@ class Engine:
         cl.set_status(sid, ServerStatus.INFERENCE)
         self.cap_loaned -= cl.servers[sid].num_gpus
         self.n_loaned -= 1
-        self._record("returned", sid)
+        if self._trace:
+            self._record("returned", sid)
         return True
 
     def _on_fail(self, sid: int, _v: int) -> bool:
@@ -504,7 +523,8 @@ class Engine:
             self.cap_training -= cl.servers[sid].num_gpus
         cl.set_status(sid, ServerStatus.FAILED)
         self._push(self.now + float(self.rng.exponential(self.config.repair_h * 3600.0)), REPAIR, sid)
-        self._record("fail", sid)
+        if self._trace:
+            self._record("fail", sid)
         return True
 
     def _on_repair(self, sid: int, _v: int) -> bool:
@@ -516,7 +536,8 @@ class Engine:
         else:
             cl.set_status(sid, ServerStatus.INFERENCE)
         self._push(self.now + float(self.rng.exponential(self.config.mtbf_h * 3600.0)), FAIL, sid)
-        self._record("repair", sid)
+        if self._trace:
+            self._record("repair", sid)
         return True
 
     def _vacate(self, sid: int, reclaim: bool) -> None:
@@ -552,7 +573,8 @@ class Engine:
             self.running[j.idx] = None
             j.status = JobStatus.RUNNING
             self._last_start = self.now
-            self._record("start", j.idx, _fmt(action.base, action.flex))
+            if self._trace:
+                self._record("start", j.idx, _fmt(action.base, action.flex))
         elif isinstance(action, Scale):
             j = self._job(action, action.job, JobStatus.RUNNING)
             if not j.spec.elastic:
@@ -567,7 +589,8 @@ class Engine:
             self._release_all(j)
             self._place(j, action.base, action.flex, gtype)
             j.migrations += 1
-            self._record("migrate", j.idx, _fmt(action.base, action.flex))
+            if self._trace:
+                self._record("migrate", j.idx, _fmt(action.base, action.flex))
         elif isinstance(action, Preempt):
             j = self._job(action, action.job, JobStatus.RUNNING)
             self._preempt(j, action.graceful, reclaim=self._on_reclaiming(j))
@@ -593,38 +616,39 @@ class Engine:
     def _check(self, action: Action, j: _Job, base: Alloc, flex: Alloc, own: bool) -> GpuType:
         """Validate a full placement; ``own``: the job's current GPUs count as free."""
         cl, spec = self.cluster, j.spec
-        nb = sum(n for _, n in base)
-        nf = sum(n for _, n in flex)
-        if spec.elastic:
+        nservers = len(cl.servers)
+        need: dict[int, int] = {}
+        counts = [0, 0]
+        for g, part in enumerate((base, flex)):
+            if len(part) > 1 and len({s for s, _ in part}) != len(part):
+                self._reject(action, j, "each server at most once per group, with >= 1 GPU")
+            for sid, n in part:
+                if type(sid) is not int or not 0 <= sid < nservers:
+                    self._reject(action, j, f"server id must be in 0..{nservers - 1}")
+                if type(n) is not int or n < 1:
+                    self._reject(action, j, "each server at most once per group, with >= 1 GPU")
+                need[sid] = need.get(sid, 0) + n
+                counts[g] += n
+        nb, nf = counts
+        if spec.max_gpus > spec.min_gpus:
             if nb < spec.min_gpus or nb + nf > spec.max_gpus:
                 self._reject(
                     action, j, f"elastic job needs {spec.min_gpus} <= base <= base + flex <= {spec.max_gpus}"
                 )
-        elif nb != spec.num_gpus or flex:
+        elif nb != spec.num_gpus or nf:
             self._reject(action, j, f"gang: all {spec.num_gpus} GPUs as base workers, no flexible ones")
-        need: dict[int, int] = {}
-        for part in (base, flex):
-            seen = set()
-            for sid, n in part:
-                if not isinstance(sid, int) or not 0 <= sid < len(cl.servers):
-                    self._reject(action, j, f"server id must be in 0..{len(cl.servers) - 1}")
-                if not isinstance(n, int) or n < 1 or sid in seen:
-                    self._reject(action, j, "each server at most once per group, with >= 1 GPU")
-                seen.add(sid)
-                need[sid] = need.get(sid, 0) + n
-        gtype = cl.servers[next(iter(need))].gpu_type
+        servers, status, free, hosted = cl.servers, cl.status, cl.free, cl.hosted
+        gtype = servers[next(iter(need))].gpu_type
         for sid, n in need.items():
-            st = cl.status[sid]
-            mine = cl.hosted[sid].get(j.idx, 0) if own else 0
+            st = status[sid]
+            mine = hosted[sid].get(j.idx, 0) if own else 0
             if st not in PLACEABLE and not (own and mine and st == ServerStatus.RECLAIMING and n <= mine):
                 self._reject(action, j, f"server {sid} is {st.name.lower()}: nothing new may be placed there")
-            if n > cl.free[sid] + mine:
-                self._reject(
-                    action, j, f"capacity: server {sid} has {cl.free[sid] + mine} free GPUs, not {n}"
-                )
-            if cl.servers[sid].gpu_type != gtype:
+            if n > free[sid] + mine:
+                self._reject(action, j, f"capacity: server {sid} has {free[sid] + mine} free GPUs, not {n}")
+            if servers[sid].gpu_type is not gtype and servers[sid].gpu_type != gtype:
                 self._reject(action, j, "one GPU type per job")
-        if not spec.allows(gtype):
+        if spec.gpu_types is not None and gtype.name not in spec.gpu_types:
             self._reject(
                 action, j, f"GPU type: job may run on {sorted(spec.gpu_types or ())}, not {gtype.name}"
             )
@@ -657,11 +681,14 @@ class Engine:
         self._push(t, MILESTONE, j.idx, j.version)
 
     def _speed(self, j: _Job, base: Alloc, flex: Alloc, gtype: GpuType) -> tuple[int, int, float]:
-        cl = self.cluster
+        servers = self.cluster.servers
+        if len(base) == 1 and not flex:  # the common case
+            sid, workers = base[0]
+            return workers, 1, self.throughput.rate(j.spec, workers, 1, gtype) * servers[sid].speed_factor
         sids = {s for s, _ in base} | {s for s, _ in flex}
         workers = sum(n for _, n in base) + sum(n for _, n in flex)
         rate = self.throughput.rate(j.spec, workers, len(sids), gtype)
-        slowest = min(cl.servers[s].speed_factor for s in sids)
+        slowest = min(servers[s].speed_factor for s in sids)
         return workers, len(sids), rate * slowest
 
     def _place(self, j: _Job, base: Alloc, flex: Alloc, gtype: GpuType) -> None:
@@ -697,7 +724,8 @@ class Engine:
         j.flex = flex
         j.scales += 1
         self._restart(j)
-        self._record("scale", j.idx, _fmt(j.base, flex))
+        if self._trace:
+            self._record("scale", j.idx, _fmt(j.base, flex))
 
     def _count_busy(self, sid: int, n: int) -> None:
         if self.cluster.servers[sid].pool == Pool.TRAINING:
@@ -731,7 +759,8 @@ class Engine:
             j.rate = 0.0
             j.version += 1
             self._push(self.now + j.spec.grace_period, GRACE_DONE, j.idx, j.version)
-            self._record("preempt", j.idx, "graceful")
+            if self._trace:
+                self._record("preempt", j.idx, "graceful")
             return
         c = self.config.checkpoint_interval_s
         lost = (j.work_done - j.restore) % c if c > 0.0 else 0.0
@@ -743,7 +772,8 @@ class Engine:
         j.restore = j.work_done
         self._release_all(j)
         self._requeue(j)
-        self._record("preempt", j.idx, f"lost {lost:.6g}" + (" reclaim" if reclaim else ""))
+        if self._trace:
+            self._record("preempt", j.idx, f"lost {lost:.6g}" + (" reclaim" if reclaim else ""))
 
     def _requeue(self, j: _Job) -> None:
         j.status = JobStatus.PENDING
@@ -804,6 +834,7 @@ class Engine:
             else self._usage(),
             decision_ms=np.array(self._decision_s) * 1000.0,
             series={n: series_arr[:, i] for i, n in enumerate(names)},
+            events=self.events,
             log=self.log,
         )
 

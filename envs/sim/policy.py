@@ -197,6 +197,17 @@ class ClusterView:
             workers=j.workers,
         )
 
+    def attained_service(self, job: int) -> float:
+        """GPU-seconds held so far (cheaper than ``state(job).attained_service``)."""
+        j = self._e.jobs[job]
+        if j.status in (JobStatus.RUNNING, JobStatus.PREEMPTING):
+            return float(j.attained + (self._e.now - j.held_since) * j.workers)
+        return float(j.attained)
+
+    def workers(self, job: int) -> int:
+        """GPUs the job holds now."""
+        return self._e.jobs[job].workers  # type: ignore[no-any-return]
+
     def status_of(self, job: int) -> JobStatus:
         return self._e.jobs[job].status  # type: ignore[no-any-return]
 
@@ -236,9 +247,9 @@ class ClusterView:
             self._cache = (cl.version, a)
         return self._cache[1]
 
-    def pool_types(self) -> list[tuple[str, Pool]]:
+    def pool_types(self) -> tuple[tuple[str, Pool], ...]:
         """The (GPU type name, pool) pairs the cluster has."""
-        return self._e.cluster.keys()  # type: ignore[no-any-return]
+        return self._e.cluster.pool_types  # type: ignore[no-any-return]
 
     def total_free(self, gpu_type: str, pool: Pool) -> int:
         """Free GPUs on placeable servers of this type and pool."""
@@ -350,7 +361,12 @@ class ComposedScheduler:
     borrows: bool = False
     round_s: float | None = None
 
-    def decide(self, view: ClusterView) -> Iterator[Action]:
+    def decide(self, view: ClusterView) -> Iterable[Action]:
+        if not view.pending and isinstance(self.scaling, NoScaling):
+            return ()  # nothing to do: skip building the generators (a hot path)
+        return self._decide(view)
+
+    def _decide(self, view: ClusterView) -> Iterator[Action]:
         yield from self.starts(view)
         yield from self.scaling.scale(view)
 
