@@ -77,16 +77,24 @@ class PackPlacement:
 class SortedQueue:
     """The pending jobs a policy tracks, kept sorted by a key fixed when a job (re-)enters.
 
-    ``sync`` takes in the jobs that entered the queue since the last decision; ``walk`` yields
+    ``sync`` takes in the jobs that entered the queue since the previous sync; ``walk`` yields
     the pending jobs in key order and drops the ones that left the queue (started) on the way.
     """
 
     def __init__(self, key: Callable[[ClusterView, int], tuple[float, ...]]) -> None:
         self._key = key
         self._items: list[tuple[tuple[float, ...], int]] = []
+        self._cursor = 0
 
     def sync(self, view: ClusterView) -> None:
-        self.add(view, view.newly_pending())
+        jobs, self._cursor = view.entered_since(self._cursor)
+        self.add(view, jobs)
+
+    def rebuild(self, view: ClusterView) -> None:
+        """Forget everything and take in every pending job (keys recomputed now)."""
+        self._items = []
+        self._cursor = view.entered_since(0)[1]
+        self.add(view, view.pending)
 
     def add(self, view: ClusterView, jobs: Iterable[int]) -> None:
         for job in tuple(jobs):

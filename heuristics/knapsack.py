@@ -28,36 +28,42 @@ every option is heavier than the capacity (those take nothing).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
 Option = tuple[int, float]
 
 
-def _dense(options: Sequence[Option], capacity: int) -> np.ndarray:
+def _dense(options: Sequence[Option], capacity: int, g: int) -> np.ndarray:
     """Best value per weight ``0..W`` over the usable options (``-inf`` where none), W the
-    heaviest usable weight; weight 0 also holds "take nothing" (value 0)."""
-    usable = [(int(w), float(v)) for w, v in options if w <= capacity]
-    top = max((w for w, _ in usable), default=0)
+    heaviest usable weight; weight 0 also holds "take nothing" (value 0). Checks the options."""
+    top = 0
+    for w, v in options:
+        if int(w) != w or w < 0:
+            raise ValueError(f"group {g}: weights must be integers >= 0, got {w!r}")
+        if not math.isfinite(v):
+            raise ValueError(f"group {g}: values must be finite, got {v!r}")
+        if top < w <= capacity:
+            top = int(w)
     d = np.full(top + 1, -np.inf)
     d[0] = 0.0
-    for w, v in usable:
-        if v > d[w]:
-            d[w] = v
+    for w, v in options:
+        if w <= capacity and v > d[int(w)]:
+            d[int(w)] = v
     return d
 
 
-def _check(groups: Sequence[Sequence[Option]], capacity: int) -> None:
-    if capacity < 0:
-        raise ValueError(f"capacity must be >= 0, got {capacity}")
-    for g, options in enumerate(groups):
-        for w, v in options:
-            if int(w) != w or w < 0:
-                raise ValueError(f"group {g}: weights must be integers >= 0, got {w!r}")
-            if not np.isfinite(v):
-                raise ValueError(f"group {g}: values must be finite, got {v!r}")
+_workspace = np.empty(0)
+
+
+def _table(rows: int, cols: int) -> np.ndarray:
+    """A reused scratch block (fresh pages cost more than the DP itself on a large instance)."""
+    global _workspace
+    if _workspace.size < rows * cols:
+        _workspace = np.empty(rows * cols)
+    return _workspace[: rows * cols].reshape(rows, cols)
 
 
 def solve_mckp(groups: Sequence[Sequence[Option]], capacity: int) -> list[int]:
@@ -68,42 +74,42 @@ def solve_mckp(groups: Sequence[Sequence[Option]], capacity: int) -> list[int]:
     :param capacity: integer >= 0.
     :raises ValueError: on a negative or fractional weight or capacity, or a non-finite value.
     """
+    if int(capacity) != capacity or capacity < 0:
+        raise ValueError(f"capacity must be an integer >= 0, got {capacity!r}")
     capacity = int(capacity)
-    _check(groups, capacity)
     n = len(groups)
     if n == 0:
         return []
-    dense = [_dense(options, capacity) for options in groups]
+    dense = [_dense(options, capacity, g) for g, options in enumerate(groups)]
     tops = [len(d) - 1 for d in dense]
     pad = max(tops)
-    width = capacity + 1
+    cols = pad + capacity + 1
     # table[g, pad + c] = best_g[c]; the first `pad` columns are -inf (weight above c)
-    table = np.empty((n + 1, pad + width))
+    table = _table(n + 1, cols)
     table[:, :pad] = -np.inf
     table[0, pad:] = 0.0
-    after = np.concatenate([np.cumsum(tops[::-1])[::-1], [0]])  # largest weights from group g on
+    after = np.concatenate([np.cumsum(tops[::-1])[::-1], [0]]).tolist()  # sum of tops from g on
+    buf = np.empty((pad + 1) * (capacity + 1))
+    item = table.itemsize
     reach = 0
-    buf = np.empty((pad + 1, width))
     for g, d in enumerate(dense):
         top = tops[g]
         prev, row = table[g], table[g + 1]
         hi = min(capacity, reach + top)  # best_{g+1} is flat beyond hi
-        lo = max(0, capacity - int(after[g + 1]))  # below lo nothing leads to the answer
-        if top == 0 or lo > hi:
-            row[pad:] = prev[pad:]
-            if d[0] > 0.0:  # a zero-weight option worth more than nothing
-                row[pad:] += d[0]
+        lo = min(hi, max(0, capacity - after[g + 1]))  # below lo nothing leads to the answer
+        if top == 0:
+            np.add(prev[pad:], max(0.0, float(d[0])), out=row[pad:])
         else:
             m = hi - lo + 1
-            # rows k = 0..top of the window: prev[c - (top - k)] for c in lo..hi
-            start = pad + lo - top
-            win = sliding_window_view(prev[start : start + top + m], m)
-            block = buf[: top + 1, :m]
+            # row k of the window is prev[c - (top - k)] for c = lo..hi (a strided view, no copy)
+            win = np.ndarray(
+                (top + 1, m), buffer=table, offset=((g * cols) + pad + lo - top) * item, strides=(item, item)
+            )
+            block = buf[: (top + 1) * m].reshape(top + 1, m)
             np.add(win, d[::-1, None], out=block)
             np.maximum.reduce(block, axis=0, out=row[pad + lo : pad + hi + 1])
             row[pad + hi + 1 :] = row[pad + hi]
-            if lo:
-                row[pad : pad + lo] = -np.inf  # never read
+            row[pad : pad + lo] = -np.inf  # never read
         reach = hi
     return _walk_back(groups, table, pad, capacity)
 

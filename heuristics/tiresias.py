@@ -92,8 +92,7 @@ class Tiresias:
                 if alloc is not None:
                     yield Start(job, alloc)
         # every pending job (the ones just preempted included), keyed by its fresh level
-        self._queue = SortedQueue(self._key)
-        self._queue.add(view, view.pending)
+        self._queue.rebuild(view)
 
     def reclaim(self, view: ClusterView, k: int) -> list[int]:
         return list(self._reclaim.reclaim(view, k))

@@ -46,7 +46,7 @@ def servers(n: int, gpus: int = 8) -> list[ServerSpec]:
 
 
 def run(srv, jobs, policy, config=NO_OVERHEAD):
-    return Engine(srv, jobs, policy, Linear(), None, config, log=True).run()
+    return Engine(srv, jobs, policy, Linear(), None, config, log=True).run()  # type: ignore[arg-type]
 
 
 def events(r, *kinds):
@@ -256,7 +256,7 @@ def test_te_be_scenario_shapes():
     b = scenarios.build(scenarios.get("te-be"), 0)
     te = np.array([j.job_class == TE for j in b.jobs])
     gpu_s = np.array([j.num_gpus * j.duration for j in b.jobs])
-    assert len(b.jobs) == 1000 and b.demand is None
+    assert len(b.jobs) == 4000 and b.demand is None
     assert 0.5 < te.mean() < 0.65  # TE: the majority of arrivals
     assert gpu_s[~te].sum() / gpu_s.sum() > 0.9  # BE: most of the GPU-hours
     assert max(j.num_gpus for j in b.jobs if j.job_class == TE) <= 2

@@ -272,7 +272,7 @@ class Engine:
         self._seq = 0
         self.pending: dict[int, None] = {}
         self.running: dict[int, None] = {}  # RUNNING and PREEMPTING
-        self.newly_pending: list[int] = []
+        self.entered: list[int] = []  # job ids in the order they entered the queue (append-only)
         self.done = 0
         self.round_tick = False
         self.log: list[tuple[float, str, int, str]] | None = [] if log else None
@@ -300,6 +300,8 @@ class Engine:
         self._series: list[tuple[float, ...]] = []
         self._window: Usage | None = None
         self._arrived = 0
+        self.truncated = False
+        self.finished = False
         self.events = 0  # processed events (for benchmarks)
         self._last_start = 0.0
 
@@ -329,6 +331,15 @@ class Engine:
 
     def run(self) -> SimResult:
         """Run to the end (all jobs done) or the horizon; return the raw result."""
+        self.start()
+        while self.next_decision():
+            self._decide()
+        return self.result()
+
+    # The stepping interface (the RL adapters drive the engine through it; run() is built on it):
+    # start(); then repeatedly next_decision() -> apply(...)* -> end_decision(); then result().
+    def start(self) -> None:
+        """Schedule the initial events. Call once, before the first ``next_decision``."""
         c = self.config
         for j in self.jobs:
             self._push(j.spec.submit_time, ARRIVAL, j.idx)
@@ -341,8 +352,7 @@ class Engine:
         if c.mtbf_h > 0:
             for sid in range(len(self.cluster.servers)):
                 self._push(float(self.rng.exponential(c.mtbf_h * 3600.0)), FAIL, sid)
-        heap = self._heap
-        handlers = (
+        self._handlers = (
             self._on_milestone,
             self._on_grace_done,
             self._on_deadline,
@@ -353,15 +363,20 @@ class Engine:
             self._on_round,
             self._on_sample,
         )
+
+    def next_decision(self) -> bool:
+        """Process events up to the next instant that needs a decision and stop there (True), or
+        run out: every job done, the horizon reached or a stall (False; ``finished`` is set)."""
+        c, heap, handlers = self.config, self._heap, self._handlers
         n = len(self.jobs)
-        truncated = False
+        self.round_tick = False
         while heap and self.done < n:
             t = heap[0][0]
             if t > c.horizon_s:
-                truncated = True
+                self.truncated = True
                 break
             if not self.running and self._arrived == n and t - self._last_start > c.stall_s:
-                truncated = True
+                self.truncated = True
                 logger.warning(
                     "[t=%.1f] stopping: %d jobs wait and nothing has started for %.0f s",
                     t,
@@ -376,16 +391,20 @@ class Engine:
                 dirty |= handlers[kind](payload, version)
                 self.events += 1
             if dirty:
-                self._decide()
-                self.round_tick = False
-        if truncated or (self.done < n and not heap):
-            truncated = truncated or self.done < n
+                return True
+        if self.done < n:
+            self.truncated = True
             if math.isfinite(c.horizon_s):
                 self._advance(c.horizon_s)
+        self.finished = True
+        return False
+
+    def result(self) -> SimResult:
+        """The raw result (call once ``next_decision`` has returned False)."""
         for j in self.running:
             self._settle(self.jobs[j])
             self._account(self.jobs[j])
-        return self._result(truncated)
+        return self._result(self.truncated)
 
     # ------------------------------------------------------------------ handlers (return: decide after?)
     def _on_arrival(self, idx: int, _v: int) -> bool:
@@ -397,7 +416,7 @@ class Engine:
         self.in_system += 1
         self._arrived += 1
         self.pending[idx] = None
-        self.newly_pending.append(idx)
+        self.entered.append(idx)
         if self._trace:
             self._record("arrive", idx)
         if idx == len(self.jobs) - 1:
@@ -558,7 +577,6 @@ class Engine:
         for action in self.scheduler.decide(self.view):
             self.apply(action)
         self._decision_s.append(_time.perf_counter() - t0)
-        self.newly_pending.clear()
 
     def apply(self, action: Action) -> None:
         """Validate and carry out one action (the RL adapters call this too)."""
@@ -781,7 +799,7 @@ class Engine:
         j.phase = _phase_of(j)
         del self.running[j.idx]
         self.pending[j.idx] = None
-        self.newly_pending.append(j.idx)
+        self.entered.append(j.idx)
 
     # ------------------------------------------------------------------ results
     def _result(self, truncated: bool) -> SimResult:

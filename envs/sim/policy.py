@@ -156,9 +156,12 @@ class ClusterView:
         """Job ids holding GPUs (running or checkpointing after a graceful preemption)."""
         return self._e.running.keys()
 
-    def newly_pending(self) -> tuple[int, ...]:
-        """Jobs that entered the queue (arrived or were preempted) since the last decision."""
-        return tuple(self._e.newly_pending)
+    def entered_since(self, cursor: int) -> tuple[tuple[int, ...], int]:
+        """Jobs that entered the queue (arrived, or re-queued after a preemption) since position
+        ``cursor`` of the engine's append-only queue log, and the new cursor. Each reader keeps
+        its own cursor (start at 0)."""
+        log = self._e.entered
+        return tuple(log[cursor:]), len(log)
 
     @property
     def num_jobs(self) -> int:
@@ -320,6 +323,12 @@ class Placement(Protocol):
         ...
 
 
+class Preemption(Protocol):
+    def preempt(self, view: ClusterView) -> Iterable[Action]:
+        """Preempt actions taken at the start of a decision, before any job starts."""
+        ...
+
+
 class Scaling(Protocol):
     def scale(self, view: ClusterView) -> Iterable[Action]:
         """Scale / preempt actions for running jobs, after the new starts of this decision."""
@@ -343,11 +352,17 @@ class NoScaling:
         return ()
 
 
+class NoPreemption:
+    def preempt(self, view: ClusterView) -> Iterable[Action]:
+        return ()
+
+
 @dataclass
 class ComposedScheduler:
     """The standard decision loop over components.
 
-    Walk the ordering's ranking once; start each job the placement can place; at the first one
+    First the preemption component acts (e.g. a round-based policy's evictions). Then walk the
+    ordering's ranking once; start each job the placement can place; at the first one
     it cannot, stop if the ordering is blocking, else skip it (backfill). Starts only consume
     GPUs, so a job skipped earlier cannot fit later in the same decision: one pass equals
     re-ranking after every start. Then the scaling component acts.
@@ -357,16 +372,22 @@ class ComposedScheduler:
     ordering: Ordering
     placement: Placement
     scaling: Scaling = field(default_factory=NoScaling)
+    preemption: Preemption = field(default_factory=NoPreemption)
     reclaimer: Reclaim = field(default_factory=FewestJobsReclaim)
     borrows: bool = False
     round_s: float | None = None
 
     def decide(self, view: ClusterView) -> Iterable[Action]:
-        if not view.pending and isinstance(self.scaling, NoScaling):
+        if (
+            not view.pending
+            and isinstance(self.scaling, NoScaling)
+            and isinstance(self.preemption, NoPreemption)
+        ):
             return ()  # nothing to do: skip building the generators (a hot path)
         return self._decide(view)
 
     def _decide(self, view: ClusterView) -> Iterator[Action]:
+        yield from self.preemption.preempt(view)
         yield from self.starts(view)
         yield from self.scaling.scale(view)
 
