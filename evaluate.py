@@ -32,8 +32,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--scenario", default="default", help="scenario name (see --list)")
     p.add_argument("--seeds", default="0", help="e.g. 0,1,2 or 0-4")
     p.add_argument("--trace", default=None, help="replay this CSV trace (our schema); implies --scenario trace")
-    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a scenario field (cluster.training_servers=32) or a policy one (policy.round_s=60)")
+    p.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a scenario field (cluster.training_servers=32) or a policy one (policy.round_s=60)",
+    )
     p.add_argument("--out", default=None, help="folder for results.json and results.csv")
     p.add_argument("--workers", type=int, default=ev.default_workers(), help="processes to run tasks in")
     p.add_argument("--list", action="store_true", help="list policies and scenarios, then exit")
@@ -70,8 +76,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     with Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=console, transient=True,
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
     ) as bar:
         job = bar.add_task("runs", total=len(tasks))
         results = ev.run_tasks(tasks, args.workers, on_done=lambda r: bar.advance(job))

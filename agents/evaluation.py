@@ -165,14 +165,20 @@ def git_commit() -> str:
             ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5, check=True
         ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True, timeout=5
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=5,
         ).stdout.strip()
         return sha + ("+dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
 
 
-def mean_by_policy(results: Sequence[TaskResult], keys: Sequence[str]) -> dict[tuple[str, str], dict[str, float | None]]:
+def mean_by_policy(
+    results: Sequence[TaskResult], keys: Sequence[str]
+) -> dict[tuple[str, str], dict[str, float | None]]:
     """(policy, scenario) -> mean of each metric over seeds (None if a metric is None anywhere)."""
     groups: dict[tuple[str, str], list[TaskResult]] = {}
     for r in results:

@@ -483,11 +483,7 @@ class Engine:
         d, cl = self.demand, self.cluster
         u = d.utilization(self.now)
         self._push(self.now + d.config.step_s, DEMAND)
-        up = [
-            s
-            for s in cl.servers
-            if s.pool == Pool.INFERENCE and cl.status[s.server_id] != ServerStatus.FAILED
-        ]
+        up = [s for s in cl.servers if s.pool == Pool.INFERENCE and cl.status[s.server_id] != ServerStatus.FAILED]
         self.inference_gpus = u * sum(s.num_gpus for s in up)
         if not self.scheduler.borrows:
             return False
@@ -650,9 +646,7 @@ class Engine:
         nb, nf = counts
         if spec.max_gpus > spec.min_gpus:
             if nb < spec.min_gpus or nb + nf > spec.max_gpus:
-                self._reject(
-                    action, j, f"elastic job needs {spec.min_gpus} <= base <= base + flex <= {spec.max_gpus}"
-                )
+                self._reject(action, j, f"elastic job needs {spec.min_gpus} <= base <= base + flex <= {spec.max_gpus}")
         elif nb != spec.num_gpus or nf:
             self._reject(action, j, f"gang: all {spec.num_gpus} GPUs as base workers, no flexible ones")
         servers, status, free, hosted = cl.servers, cl.status, cl.free, cl.hosted
@@ -667,9 +661,7 @@ class Engine:
             if servers[sid].gpu_type is not gtype and servers[sid].gpu_type != gtype:
                 self._reject(action, j, "one GPU type per job")
         if spec.gpu_types is not None and gtype.name not in spec.gpu_types:
-            self._reject(
-                action, j, f"GPU type: job may run on {sorted(spec.gpu_types or ())}, not {gtype.name}"
-            )
+            self._reject(action, j, f"GPU type: job may run on {sorted(spec.gpu_types or ())}, not {gtype.name}")
         return gtype
 
     # ------------------------------------------------------------------ mechanics
@@ -839,17 +831,12 @@ class Engine:
             work=np.array([j.work for j in jobs]),
             work_done=np.array([j.work_done for j in jobs]),
             fee=np.array(
-                [
-                    sum(g * self._gpu_types[t].price_per_hour / 3600.0 for t, g in j.gpu_s.items())
-                    for j in jobs
-                ]
+                [sum(g * self._gpu_types[t].price_per_hour / 3600.0 for t, g in j.gpu_s.items()) for j in jobs]
             ),
             gpu_s=np.array([sum(j.gpu_s.values()) for j in jobs]),
             fair_share=fair,
             usage=self._usage(),
-            usage_window=self._window
-            if self._window is not None and self._window.seconds > 0
-            else self._usage(),
+            usage_window=self._window if self._window is not None and self._window.seconds > 0 else self._usage(),
             decision_ms=np.array(self._decision_s) * 1000.0,
             series={n: series_arr[:, i] for i, n in enumerate(names)},
             events=self.events,

@@ -378,11 +378,7 @@ class ComposedScheduler:
     round_s: float | None = None
 
     def decide(self, view: ClusterView) -> Iterable[Action]:
-        if (
-            not view.pending
-            and isinstance(self.scaling, NoScaling)
-            and isinstance(self.preemption, NoPreemption)
-        ):
+        if not view.pending and isinstance(self.scaling, NoScaling) and isinstance(self.preemption, NoPreemption):
             return ()  # nothing to do: skip building the generators (a hot path)
         return self._decide(view)
 
