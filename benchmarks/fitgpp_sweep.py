@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--workers", type=int, default=ev.default_workers())
     args = p.parse_args(argv)
-    console = Console()
+    console = Console(width=max(Console().width, 120))
     try:
         seeds = ev.parse_seeds(args.seeds)
         scen = tuple(parse_sets(args.sets).items())

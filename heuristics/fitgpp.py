@@ -265,8 +265,9 @@ class TePreemptive:
             self._res[job] = plan[0]
             for victim in plan[1]:
                 yield Preempt(victim, graceful=True)
-            # a victim with no grace period is re-queued at once, inside this decision
-            self._queue.add(view, [v for v in plan[1] if view.status_of(v) == JobStatus.PENDING])
+            # a victim with no grace period is re-queued at once, inside this decision; BE keys
+            # sort after this TE job, so taking it in does not disturb the walk
+            self._queue.sync(view)
             yield from self._start_ready(view, only=job)
 
     def _start_ready(self, view: ClusterView, only: int | None = None) -> Iterator[Action]:

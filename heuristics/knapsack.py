@@ -36,23 +36,35 @@ import numpy as np
 Option = tuple[int, float]
 
 
-def _dense(options: Sequence[Option], capacity: int, g: int) -> np.ndarray:
-    """Best value per weight ``0..W`` over the usable options (``-inf`` where none), W the
-    heaviest usable weight; weight 0 also holds "take nothing" (value 0). Checks the options."""
-    top = 0
-    for w, v in options:
-        if int(w) != w or w < 0:
-            raise ValueError(f"group {g}: weights must be integers >= 0, got {w!r}")
-        if not math.isfinite(v):
-            raise ValueError(f"group {g}: values must be finite, got {v!r}")
-        if top < w <= capacity:
-            top = int(w)
-    d = np.full(top + 1, -np.inf)
-    d[0] = 0.0
-    for w, v in options:
-        if w <= capacity and v > d[int(w)]:
-            d[int(w)] = v
-    return d
+def _dense(groups: Sequence[Sequence[Option]], capacity: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per group, the best value at each weight ``0..W_g`` over its usable options (weight <=
+    capacity), ``-inf`` where none, weight 0 also holding "take nothing" (value 0); and ``W_g``,
+    the heaviest usable weight. Row g of the first array holds the dense vector REVERSED
+    (weights W_g..0), ready to add to the window of shifted DP rows."""
+    sizes = [len(o) for o in groups]
+    flat_w = np.array([w for o in groups for w, _ in o], dtype=float)
+    flat_v = np.array([v for o in groups for _, v in o], dtype=float)
+    gid = np.repeat(np.arange(len(groups)), sizes)
+    bad = (flat_w < 0) | (flat_w != np.floor(flat_w))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"group {gid[i]}: weights must be integers >= 0, got {flat_w[i]!r}")
+    if not np.isfinite(flat_v).all():
+        i = int(np.flatnonzero(~np.isfinite(flat_v))[0])
+        raise ValueError(f"group {gid[i]}: values must be finite, got {flat_v[i]!r}")
+    use = flat_w <= capacity
+    w = flat_w[use].astype(np.int64)
+    g = gid[use]
+    tops = np.zeros(len(groups), dtype=np.int64)
+    np.maximum.at(tops, g, w)
+    pad = int(tops.max(initial=0))
+    dense = np.full((len(groups), pad + 1), -np.inf)
+    dense[:, 0] = 0.0
+    np.maximum.at(dense, (g, w), flat_v[use])
+    # reverse each row's first W_g + 1 entries: column k holds weight W_g - k
+    cols = tops[:, None] - np.arange(pad + 1)[None, :]
+    rev = np.where(cols >= 0, np.take_along_axis(dense, np.maximum(cols, 0), axis=1), -np.inf)
+    return rev, tops
 
 
 _workspace = np.empty(0)
@@ -80,41 +92,45 @@ def solve_mckp(groups: Sequence[Sequence[Option]], capacity: int) -> list[int]:
     n = len(groups)
     if n == 0:
         return []
-    dense = [_dense(options, capacity, g) for g, options in enumerate(groups)]
-    tops = [len(d) - 1 for d in dense]
-    pad = max(tops)
+    rev, tops_arr = _dense(groups, capacity)
+    tops = tops_arr.tolist()
+    pad = rev.shape[1] - 1
     cols = pad + capacity + 1
     # table[g, pad + c] = best_g[c]; the first `pad` columns are -inf (weight above c)
     table = _table(n + 1, cols)
     table[:, :pad] = -np.inf
     table[0, pad:] = 0.0
-    after = np.concatenate([np.cumsum(tops[::-1])[::-1], [0]]).tolist()  # sum of tops from g on
+    after = np.concatenate([np.cumsum(tops_arr[::-1])[::-1], [0]]).tolist()  # sum of tops from g on
     buf = np.empty((pad + 1) * (capacity + 1))
     item = table.itemsize
     reach = 0
-    for g, d in enumerate(dense):
+    for g in range(n):
         top = tops[g]
         prev, row = table[g], table[g + 1]
         hi = min(capacity, reach + top)  # best_{g+1} is flat beyond hi
         lo = min(hi, max(0, capacity - after[g + 1]))  # below lo nothing leads to the answer
         if top == 0:
-            np.add(prev[pad:], max(0.0, float(d[0])), out=row[pad:])
+            np.add(prev[pad:], rev[g, 0], out=row[pad:])
         else:
             m = hi - lo + 1
             # row k of the window is prev[c - (top - k)] for c = lo..hi (a strided view, no copy)
             win = np.ndarray(
-                (top + 1, m), buffer=table, offset=((g * cols) + pad + lo - top) * item, strides=(item, item)
+                (top + 1, m), buffer=table, offset=(g * cols + pad + lo - top) * item, strides=(item, item)
             )
             block = buf[: (top + 1) * m].reshape(top + 1, m)
-            np.add(win, d[::-1, None], out=block)
+            np.add(win, rev[g, : top + 1, None], out=block)
             np.maximum.reduce(block, axis=0, out=row[pad + lo : pad + hi + 1])
             row[pad + hi + 1 :] = row[pad + hi]
             row[pad : pad + lo] = -np.inf  # never read
         reach = hi
-    return _walk_back(groups, table, pad, capacity)
+    return _walk_back(groups, table, rev, tops, pad, capacity)
 
 
-def _walk_back(groups: Sequence[Sequence[Option]], table: np.ndarray, pad: int, capacity: int) -> list[int]:
+def _walk_back(
+    groups: Sequence[Sequence[Option]], table: np.ndarray, rev: np.ndarray, tops: list[int], pad: int, capacity: int
+) -> list[int]:
+    """Read the choices back from the last group: nothing if still optimal, else the lightest
+    optimal weight, else (same weight) the lowest option index with that best value."""
     n = len(groups)
     choice = [-1] * n
     c = capacity
@@ -122,16 +138,13 @@ def _walk_back(groups: Sequence[Sequence[Option]], table: np.ndarray, pad: int, 
         prev, target = table[g], table[g + 1, pad + c]
         if prev[pad + c] == target:
             continue
-        order = sorted(range(len(groups[g])), key=lambda i: (groups[g][i][0], i))
-        for i in order:
-            w, v = groups[g][i]
-            w = int(w)
-            if w <= c and prev[pad + c - w] + float(v) == target:
-                choice[g] = i
-                c -= w
-                break
-        else:  # unreachable: the forward pass took its value from one of these
-            raise AssertionError(f"knapsack walk-back found no option for group {g}")
+        top = tops[g]
+        # weights w = 0..top: prev[c - w] + best value at w, as in the forward pass
+        seg = table[g, pad + c - top : pad + c + 1][::-1] + rev[g, : top + 1][::-1]
+        w = int(np.argmax(seg == target))
+        best = rev[g, top - w]
+        choice[g] = next(i for i, (wi, vi) in enumerate(groups[g]) if wi == w and float(vi) == best)
+        c -= w
     return choice
 
 

@@ -75,6 +75,16 @@ class Cluster:
                 return min(b)
         return None
 
+    def max_free(self, key: Key) -> int:
+        """The most free GPUs on one placeable server of ``key`` (0 if none)."""
+        buckets = self._buckets.get(key)
+        if buckets is None:
+            return 0
+        for f in range(len(buckets) - 1, 0, -1):
+            if buckets[f]:
+                return f
+        return 0
+
     def by_free(self, key: Key) -> list[int]:
         """Placeable servers of ``key`` with free GPUs, most free first, then lowest id."""
         buckets = self._buckets.get(key)

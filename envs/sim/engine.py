@@ -288,6 +288,8 @@ class Engine:
         self.cap_training = sum(s.num_gpus for s in cl.servers if s.pool == Pool.TRAINING)
         self.cap_inference = sum(s.num_gpus for s in cl.servers if s.pool == Pool.INFERENCE)
         self.cap_loaned = 0
+        self._inference_ids = [s.server_id for s in cl.servers if s.pool == Pool.INFERENCE]
+        self._inference_failed = 0  # inference servers down now
         self.n_loaned = 0  # servers on loan (reclaiming ones included)
         self.in_system = 0
         self.inference_gpus = 0.0  # GPUs the inference cluster uses now
@@ -297,6 +299,12 @@ class Engine:
         self.i_cap_loaned = 0.0
         self.i_in_system = 0.0
         self.i_inference = 0.0
+        # for the RL rewards: sum of 1/duration over jobs in the system, dollars per hour held
+        self.in_system_w = 0.0
+        self.price_rate = 0.0
+        self.i_slowdown = 0.0
+        self.i_price = 0.0
+        self.deadline_misses = 0
         self._series: list[tuple[float, ...]] = []
         self._window: Usage | None = None
         self._arrived = 0
@@ -326,6 +334,8 @@ class Engine:
             self.i_cap_loaned += self.cap_loaned * dt
             self.i_in_system += self.in_system * dt
             self.i_inference += self.inference_gpus * dt
+            self.i_slowdown += self.in_system_w * dt
+            self.i_price += self.price_rate * dt
             self._t_last = t
         self.now = t
 
@@ -414,6 +424,7 @@ class Engine:
         j.sys_at_submit = self.i_in_system
         j.cap_at_submit = self.i_cap_training + self.i_cap_loaned
         self.in_system += 1
+        self.in_system_w += 1.0 / j.spec.duration
         self._arrived += 1
         self.pending[idx] = None
         self.entered.append(idx)
@@ -443,6 +454,9 @@ class Engine:
         j.fair = self._fair(j)
         del self.running[idx]
         self.in_system -= 1
+        self.in_system_w -= 1.0 / j.spec.duration
+        if j.spec.deadline is not None and self.now > j.spec.deadline:
+            self.deadline_misses += 1
         self.done += 1
         if self._trace:
             self._record("finish", idx)
@@ -483,11 +497,16 @@ class Engine:
         d, cl = self.demand, self.cluster
         u = d.utilization(self.now)
         self._push(self.now + d.config.step_s, DEMAND)
-        up = [s for s in cl.servers if s.pool == Pool.INFERENCE and cl.status[s.server_id] != ServerStatus.FAILED]
-        self.inference_gpus = u * sum(s.num_gpus for s in up)
+        if self._inference_failed:
+            up = [s for s in self._inference_ids if cl.status[s] != ServerStatus.FAILED]
+            self.inference_gpus = u * sum(cl.servers[s].num_gpus for s in up)
+            n_up = len(up)
+        else:
+            self.inference_gpus = u * self.cap_inference
+            n_up = len(self._inference_ids)
         if not self.scheduler.borrows:
             return False
-        desired = max(0, len(up) - d.servers_needed(u))
+        desired = max(0, n_up - d.servers_needed(u))
         loaned = cl.servers_with(ServerStatus.LOANED)
         changed = False
         if desired > len(loaned):
@@ -537,6 +556,7 @@ class Engine:
         elif was == ServerStatus.AVAILABLE:
             self.cap_training -= cl.servers[sid].num_gpus
         cl.set_status(sid, ServerStatus.FAILED)
+        self._inference_failed += int(cl.servers[sid].pool == Pool.INFERENCE)
         self._push(self.now + float(self.rng.exponential(self.config.repair_h * 3600.0)), REPAIR, sid)
         if self._trace:
             self._record("fail", sid)
@@ -550,6 +570,7 @@ class Engine:
             self.cap_training += s.num_gpus
         else:
             cl.set_status(sid, ServerStatus.INFERENCE)
+            self._inference_failed -= 1
         self._push(self.now + float(self.rng.exponential(self.config.mtbf_h * 3600.0)), FAIL, sid)
         if self._trace:
             self._record("repair", sid)
@@ -738,10 +759,12 @@ class Engine:
             self._record("scale", j.idx, _fmt(j.base, flex))
 
     def _count_busy(self, sid: int, n: int) -> None:
-        if self.cluster.servers[sid].pool == Pool.TRAINING:
+        server = self.cluster.servers[sid]
+        if server.pool == Pool.TRAINING:
             self.busy_training += n
         else:
             self.busy_loaned += n
+        self.price_rate += n * server.gpu_type.price_per_hour
 
     def _release_all(self, j: _Job) -> None:
         cl = self.cluster

@@ -17,6 +17,7 @@ Servers needed = ceil(u * N + headroom * N), capped at N; the others may be loan
 from __future__ import annotations
 
 import csv
+import functools
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,8 +90,7 @@ class DemandCurve:
                 raise InferenceConfigError(
                     "inference curve: the peak must start after the trough and end before the next one."
                 )
-            hours = np.arange(0.0, 24.0, 1.0 / 60.0)
-            mean_s = float(np.mean([_shape(h, config) for h in hours]))
+            mean_s = _mean_shape(config)
             self.u_min = config.mean_utilization / (1.0 + (config.peak_to_trough - 1.0) * mean_s)
             self.u_max = self.u_min * config.peak_to_trough
             if self.u_max > 1.0:
@@ -117,6 +117,12 @@ class DemandCurve:
     def servers_needed(self, u: float) -> int:
         n = self.servers
         return min(n, math.ceil(u * n + self.config.headroom * n - 1e-9))
+
+
+@functools.lru_cache(maxsize=64)
+def _mean_shape(c: InferenceConfig) -> float:
+    """Daily mean of the shape, on a one-minute grid."""
+    return float(np.mean([_shape(h, c) for h in np.arange(0.0, 24.0, 1.0 / 60.0)]))
 
 
 def _read_series(path: Path) -> tuple[np.ndarray, np.ndarray]:

@@ -20,6 +20,7 @@ from envs.sim.scenarios.base import (
     get,
     names,
     register,
+    shared_throughput,
     simulate,
 )
 
@@ -32,6 +33,7 @@ __all__ = [
     "get",
     "names",
     "register",
+    "shared_throughput",
     "simulate",
 ]
 

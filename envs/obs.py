@@ -1,0 +1,177 @@
+"""Observation encoding: fixed-size, normalised float32 vectors (layout version ``OBS_VERSION``).
+
+Every feature lies in [-1, 1] (log-scaled and clipped). The layouts are documented feature by
+feature in the env docstrings; ``JOB_FEATURES``, ``SERVER_FEATURES`` and ``CLUSTER_FEATURES``
+name them in order.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from envs.core import Core
+from envs.sim.model import JobClass, Pool
+from envs.sim.policy import ServerStatus
+
+OBS_VERSION = 1
+
+JOB_FEATURES = (
+    "present",  # 1 if the slot holds a job
+    "gpus",  # log2(1 + requested GPUs) / 6
+    "base_gpus",  # log2(1 + min GPUs) / 6
+    "elastic_range",  # log2(1 + max - min GPUs) / 6
+    "any_type",  # 1 if the job may run on any GPU type (so on loaned inference servers)
+    "remaining",  # log1p(remaining isolated run time in hours) / 5
+    "waiting",  # log1p(hours waited so far) / 5
+    "te",  # 1 for a trial-and-error job
+    "has_deadline",  # 1 if the job has a deadline
+    "slack",  # tanh((deadline - now - remaining) / 24 h); 0 without a deadline
+    "preemptions",  # min(preemptions, 5) / 5
+    "fits",  # 1 if it can start now (the action mask)
+    "inference_speed",  # its speed on the inference GPU type / on the training type (0 if pinned)
+    "attained",  # log1p(GPU-hours held so far) / 5
+)
+CLUSTER_FEATURES = (
+    "training_free",  # free / up GPUs of the training pool
+    "loaned_free",  # free GPUs on loan / all inference GPUs
+    "loaned",  # servers on loan / inference servers
+    "reclaiming",  # servers being reclaimed / inference servers
+    "inference_load",  # inference demand (share of its GPUs)
+    "day_sin",  # time of day
+    "day_cos",
+    "queue",  # log1p(jobs waiting) / 5
+    "hidden",  # log1p(jobs waiting beyond the visible slots) / 5
+    "running",  # log1p(jobs holding GPUs) / 5
+    "to_arrive",  # share of the episode's jobs not yet submitted
+    "largest_free",  # largest free block on one training server / its size
+)
+SERVER_FEATURES = (
+    "placeable",  # 1 if new workers may go there (up; training, or on loan and not reclaimed)
+    "free",  # free GPUs / its GPUs
+    "inference",  # 1 for an inference server
+    "reclaiming",  # 1 if it is being reclaimed
+    "type_speed",  # training speed of its GPU type (V100 = 1)
+    "speed_est",  # estimated machine speed factor (cloud; 1 elsewhere), minus 1, clipped
+    "speed_std",  # uncertainty of that estimate
+    "jobs",  # log1p(jobs hosted) / 3
+    "allowed",  # 1 if the current job may use its GPU type
+    "chosen",  # 1 if the current job already has workers there
+    "valid",  # 1 if a worker of the current job may go there now (the action mask)
+)
+
+
+def _log(x: float, scale: float) -> float:
+    return min(1.0, math.log1p(max(0.0, x)) / scale)
+
+
+class Encoder:
+    """Builds the observations of one episode; ``reset`` after every ``Core.reset``."""
+
+    def __init__(self, core: Core, slots: int) -> None:
+        self.core = core
+        self.slots = slots
+
+    def reset(self) -> None:
+        e = self.core.engine
+        assert e is not None
+        specs = e.specs
+        training = next((s.gpu_type for s in e.cluster.servers if s.pool == Pool.TRAINING), None)
+        inference = next((s.gpu_type for s in e.cluster.servers if s.pool == Pool.INFERENCE), None)
+        tp = e.throughput
+        static = np.zeros((len(specs), len(JOB_FEATURES)), dtype=np.float32)
+        for s in specs:
+            row = static[s.job_id]
+            row[0] = 1.0
+            row[1] = math.log2(1 + s.num_gpus) / 6
+            row[2] = math.log2(1 + s.min_gpus) / 6
+            row[3] = math.log2(1 + s.max_gpus - s.min_gpus) / 6
+            row[4] = 1.0 if s.gpu_types is None else 0.0
+            row[7] = 1.0 if s.job_class == JobClass.TE else 0.0
+            row[8] = 0.0 if s.deadline is None else 1.0
+            if s.gpu_types is None and inference is not None and training is not None:
+                row[12] = min(1.0, tp.rate(s, s.min_gpus, 1, inference) / tp.rate(s, s.min_gpus, 1, training))
+        self._static = static
+        self._inf_servers = sum(1 for s in e.cluster.servers if s.pool == Pool.INFERENCE)
+        self._training_keys = [k for k in e.cluster.pool_types if k[1] == Pool.TRAINING]
+        self._size = max(s.num_gpus for s in e.cluster.servers)
+
+    # ------------------------------------------------------------------ ordering
+    def ordering(self, visible: list[int], fits: list[bool]) -> np.ndarray:
+        k = self.slots
+        nf = len(JOB_FEATURES)
+        out = np.zeros(k * nf + len(CLUSTER_FEATURES), dtype=np.float32)
+        if visible:
+            e = self.core.engine
+            assert e is not None
+            now = e.now
+            out[: len(visible) * nf] = self._static[visible].ravel()
+            log1p, tanh = math.log1p, math.tanh
+            for i, job in enumerate(visible):
+                j = e.jobs[job]  # a visible job is pending: its work and queue time are settled
+                o = i * nf
+                remaining = j.work - j.work_done
+                out[o + 5] = min(1.0, log1p(remaining / 3600.0) / 5.0)
+                out[o + 6] = min(1.0, log1p(max(0.0, j.queued_time + now - j.queued_since) / 3600.0) / 5.0)
+                if j.spec.deadline is not None:
+                    out[o + 9] = tanh((j.spec.deadline - now - remaining) / 86400.0)
+                out[o + 10] = min(j.preemptions, 5) / 5.0
+                out[o + 11] = 1.0 if fits[i] else 0.0
+                out[o + 13] = min(1.0, log1p(j.attained / 3600.0) / 5.0)
+        out[k * nf :] = self.cluster(hidden=max(0, len(self.core.view.pending) - len(visible)))
+        return out
+
+    def cluster(self, hidden: int) -> np.ndarray:
+        e = self.core.engine
+        assert e is not None
+        cl = e.cluster
+        c = np.zeros(len(CLUSTER_FEATURES), dtype=np.float32)
+        c[0] = (e.cap_training - e.busy_training) / e.cap_training if e.cap_training else 0.0
+        if e.cap_inference:
+            c[1] = (e.cap_loaned - e.busy_loaned) / e.cap_inference
+            c[2] = e.n_loaned / self._inf_servers
+            c[3] = cl.status.count(ServerStatus.RECLAIMING) / self._inf_servers
+            c[4] = e.inference_gpus / e.cap_inference
+        c[5], c[6] = self.core.time_of_day()
+        c[7] = _log(len(e.pending), 5.0)
+        c[8] = _log(hidden, 5.0)
+        c[9] = _log(len(e.running), 5.0)
+        c[10] = 1.0 - e._arrived / len(e.jobs)
+        c[11] = max((cl.max_free(k) / self._size for k in self._training_keys), default=0.0)
+        return c
+
+    # ------------------------------------------------------------------ placement
+    def placement(self, job: int, left: int, chosen: dict[int, int], valid: np.ndarray) -> np.ndarray:
+        """Per-server features for placing the next worker of ``job`` (``left`` still to place,
+        ``chosen``: server -> workers already given), then the job's row, then the cluster."""
+        e = self.core.engine
+        assert e is not None
+        cl = e.cluster
+        spec = e.specs[job]
+        ns = len(cl.servers)
+        g = len(SERVER_FEATURES)
+        out = np.zeros(ns * g + len(JOB_FEATURES) + 1 + len(CLUSTER_FEATURES), dtype=np.float32)
+        srv = out[: ns * g].reshape(ns, g)
+        for i, s in enumerate(cl.servers):
+            st = cl.status[i]
+            srv[i, 0] = 1.0 if st in (ServerStatus.AVAILABLE, ServerStatus.LOANED) else 0.0
+            srv[i, 1] = cl.free[i] / s.num_gpus
+            srv[i, 2] = 1.0 if s.pool == Pool.INFERENCE else 0.0
+            srv[i, 3] = 1.0 if st == ServerStatus.RECLAIMING else 0.0
+            srv[i, 4] = s.gpu_type.speed
+            srv[i, 5] = max(-1.0, min(1.0, s.speed_factor - 1.0)) if False else 0.0
+            srv[i, 7] = _log(len(cl.hosted[i]), 3.0)
+            srv[i, 8] = 1.0 if spec.allows(s.gpu_type) else 0.0
+            srv[i, 9] = 1.0 if i in chosen else 0.0
+        srv[:, 10] = valid
+        row = self._static[job].copy()
+        j = e.jobs[job]
+        row[5] = _log((j.work - j.work_done) / 3600.0, 5.0)
+        row[6] = _log(self.core.waiting(job) / 3600.0, 5.0)
+        row[11] = 1.0
+        off = ns * g
+        out[off : off + len(JOB_FEATURES)] = row
+        out[off + len(JOB_FEATURES)] = math.log2(1 + left) / 6
+        out[off + len(JOB_FEATURES) + 1 :] = self.cluster(hidden=0)
+        return out

@@ -1,0 +1,183 @@
+"""The ordering environment: which waiting job starts next."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from envs.core import Core, CoreConfig
+from envs.obs import CLUSTER_FEATURES, JOB_FEATURES, OBS_VERSION, Encoder
+
+
+class InvalidAction(ValueError):
+    """An action the mask forbids."""
+
+
+class OrderingEnv(gym.Env[np.ndarray, np.int64]):
+    """
+    ## Description
+    A training cluster borrows idle servers from an inference cluster (loangym's simulator,
+    scenario by name). At every decision point the agent picks which waiting job starts next;
+    a heuristic placement component puts it on servers, and heuristic scaling / reclaim
+    components handle elastic jobs and the loans (by name, Aryl's by default). Decision points
+    where no visible job can start are skipped.
+
+    ## Action Space
+    ``Discrete(K + 1)``: ``i < K`` starts the job in slot ``i``; ``K`` ("advance") starts nothing
+    more now and lets time run to the next decision point.
+
+    ## Observation Space
+    ``Box(-1, 1, (K * 14 + 12,), float32)``: K job slots of 14 features, then 12 cluster
+    features. Slots hold the K longest-waiting jobs in queue order (the rest are counted in
+    ``hidden``); empty slots are zeros.
+
+    | index | feature | meaning |
+    |---|---|---|
+    | slot*14 + 0 | present | 1 if the slot holds a job |
+    | slot*14 + 1 | gpus | log2(1 + requested GPUs) / 6 |
+    | slot*14 + 2 | base_gpus | log2(1 + min GPUs) / 6 |
+    | slot*14 + 3 | elastic_range | log2(1 + max - min GPUs) / 6 |
+    | slot*14 + 4 | any_type | 1 if it may run on any GPU type (loaned servers) |
+    | slot*14 + 5 | remaining | log1p(remaining isolated run time, h) / 5 |
+    | slot*14 + 6 | waiting | log1p(hours waited) / 5 |
+    | slot*14 + 7 | te | 1 for a trial-and-error job |
+    | slot*14 + 8 | has_deadline | 1 if it has a deadline |
+    | slot*14 + 9 | slack | tanh((deadline - now - remaining) / 24 h), 0 without one |
+    | slot*14 + 10 | preemptions | min(preemptions, 5) / 5 |
+    | slot*14 + 11 | fits | 1 if it can start now (= the mask) |
+    | slot*14 + 12 | inference_speed | speed on the inference type / on the training type |
+    | slot*14 + 13 | attained | log1p(GPU-hours held so far) / 5 |
+    | K*14 + 0 | training_free | free / up GPUs of the training pool |
+    | K*14 + 1 | loaned_free | free loaned GPUs / all inference GPUs |
+    | K*14 + 2 | loaned | servers on loan / inference servers |
+    | K*14 + 3 | reclaiming | servers being reclaimed / inference servers |
+    | K*14 + 4 | inference_load | inference demand, share of its GPUs |
+    | K*14 + 5, 6 | day_sin, day_cos | time of day |
+    | K*14 + 7 | queue | log1p(jobs waiting) / 5 |
+    | K*14 + 8 | hidden | log1p(jobs waiting beyond the K slots) / 5 |
+    | K*14 + 9 | running | log1p(jobs holding GPUs) / 5 |
+    | K*14 + 10 | to_arrive | share of the episode's jobs not yet submitted |
+    | K*14 + 11 | largest_free | largest free block on one training server / its size |
+
+    ## Action Mask
+    ``action_masks()`` (what sb3-contrib's MaskablePPO calls) and ``info["action_mask"]``: slot
+    ``i`` is valid when it holds a job the placement component can start now; "advance" is
+    always valid. An action outside the mask raises ``InvalidAction``.
+
+    ## Rewards
+    By name (``reward=``): ``jct`` (default) is -(jobs in the system x elapsed hours) / jobs
+    between decisions, so an episode's return is -(mean JCT in hours) over its jobs;
+    ``slowdown`` sums to -(mean slowdown); ``fee`` to -(dollars per job); ``deadline`` is -1 per
+    job finishing after its deadline.
+
+    ## Episode End
+    ``terminated`` when every job of the episode has finished; ``truncated`` when the scenario's
+    horizon is reached first (or nothing can ever start again). The last step's
+    ``info["metrics"]`` holds the episode's summary (the keys of evaluate.py's results.json).
+
+    ## Arguments
+    ``gymnasium.make("loangym/Ordering-v0", scenario="default", overrides=None, trace=None,
+    seeds=(0, 10000), max_jobs=32, placement="aryl", scaling="aryl", reclaim="aryl",
+    preemption=None, reward="jct")``. Each ``reset`` draws the episode's scenario seed from
+    ``[seeds[0], seeds[1])`` with the env's RNG; ``reset(options={"scenario_seed": s})`` picks one.
+
+    ## Version History
+    * v0: initial version (observation layout 1).
+    """
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, max_jobs: int = 32, **kwargs: Any) -> None:
+        self.config = CoreConfig.from_kwargs(**kwargs)
+        self.core = Core(self.config)
+        self.slots = max_jobs
+        self.encoder = Encoder(self.core, max_jobs)
+        self.action_space = spaces.Discrete(max_jobs + 1)
+        size = max_jobs * len(JOB_FEATURES) + len(CLUSTER_FEATURES)
+        self.observation_space = spaces.Box(-1.0, 1.0, (size,), np.float32)
+        self.obs_version = OBS_VERSION
+        self._visible: list[int] = []
+        self._mask = np.zeros(max_jobs + 1, dtype=bool)
+
+    # ------------------------------------------------------------------ gymnasium API
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
+        super().reset(seed=seed)
+        if options and "scenario_seed" in options:
+            scenario_seed = int(options["scenario_seed"])
+        else:
+            lo, hi = self.config.seeds
+            scenario_seed = int(self.np_random.integers(lo, hi))
+        self.core.reset(scenario_seed)
+        self.encoder.reset()
+        self._skip_empty_decisions()
+        return self._get_obs(), self._get_info()
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
+        a = int(action)
+        if self.core.done:
+            raise RuntimeError("the episode has ended: call reset()")
+        if not 0 <= a <= self.slots or not self._mask[a]:
+            raise InvalidAction(
+                f"action {a} is not allowed now: valid actions are {np.flatnonzero(self._mask).tolist()} "
+                f"(slots of jobs that fit, and {self.slots} = advance)"
+            )
+        if a == self.slots:
+            self.core.advance()
+        else:
+            self.core.start(self._visible[a])
+        self._skip_empty_decisions()
+        reward = self.core.reward()
+        terminated = self.core.done and not self.core.truncated
+        truncated = self.core.done and self.core.truncated
+        return self._get_obs(), reward, terminated, truncated, self._get_info()
+
+    def action_masks(self) -> np.ndarray:
+        return self._mask.copy()
+
+    # ------------------------------------------------------------------ internals
+    def _refresh(self) -> None:
+        self._visible = self.core.pending()[: self.slots]
+        self._fits = [self.core.can_start(j) is not None for j in self._visible]
+        self._mask[:] = False
+        self._mask[: len(self._visible)] = self._fits
+        self._mask[self.slots] = True
+
+    def _skip_empty_decisions(self) -> None:
+        """Advance past decision points where only "advance" is possible."""
+        while not self.core.done:
+            self._refresh()
+            if any(self._fits):
+                return
+            self.core.advance()
+        self._visible, self._fits = [], []
+        self._mask[:] = False
+        self._mask[self.slots] = True
+
+    def _get_obs(self) -> np.ndarray:
+        if self.core.done:
+            return np.zeros(self.observation_space.shape, dtype=np.float32)
+        return self.encoder.ordering(self._visible, self._fits)
+
+    def _get_info(self) -> dict[str, Any]:
+        info: dict[str, Any] = {"action_mask": self._mask.copy(), "scenario_seed": self.core.seed}
+        if self.core.done:
+            info["metrics"] = self.core.metrics
+        return info
+
+    # ------------------------------------------------------------------ experts
+    def expert_action(self, policy: Any) -> int:
+        """The action heuristic ``policy`` (a ComposedScheduler) would take now: the slot of the
+        first visible job in its ranking that can start, or "advance" (at once if its ordering
+        blocks at a job that cannot start). Jobs beyond the K slots are invisible to the expert
+        too, so it equals the heuristic exactly while no more than K jobs wait."""
+        for job in policy.ordering.rank(self.core.view):
+            if job not in self._visible:
+                continue
+            if self.core.can_start(job) is not None:
+                return self._visible.index(job)
+            if policy.ordering.blocking:
+                break
+        return self.slots

@@ -1,0 +1,299 @@
+"""Aryl's phase 2: the flexible demand of elastic jobs as a multiple-choice knapsack.
+
+At every decision, after phase 1 has started what fits (:class:`~heuristics.aryl.ArylOrdering`
+with :class:`~heuristics.aryl_place.ArylPlacement`), :class:`ArylScaling` re-plans the flexible
+workers of every running elastic job on a virtual free map (:class:`FreeMap`) in which all the
+flexible workers on placeable servers are lifted off:
+
+1. **Room for phase 1** (``make_room``, ours): the inelastic workload comes first (Aryl section
+   5.1: "schedule them first with all available resources"), so the pending jobs that phase 1
+   could not start, in its order, are placed on the virtual map as if flexible workers were not
+   there; the GPUs they get are reserved and the flexible workers on them go. The scheduler then
+   runs the starts once more (:class:`~heuristics.aryl.ArylScheduler`). A pending job past the
+   age bound that does not fit even so stops this (no job behind it is given room) and keeps the
+   flexible workers on its GPU types from growing, so the GPUs that free up wait for it.
+2. **The knapsack**, one per GPU type (a job's workers are all of one type: engine rule), over
+   the elastic jobs whose base is on that type: capacity = the type's virtual free GPUs; job j is
+   a group with options x = 1..(max_j - base_j) extra workers (x = 0 is "none"), weight x,
+   value ``T_j(base) - T_j(base + x)`` where ``T_j(w)`` = remaining work / ``view.rate`` on w
+   workers (Aryl section 5.2), minus the restart a change costs (ours, against churn: every
+   option other than the job's current one loses ``churn_factor x`` the restart overhead the
+   job would pay, ``restart_base_s + restart_per_gpu_s x workers`` less any restart still under
+   way; a job whose flexible workers sit on a server being reclaimed pays nothing extra, it
+   restarts at the deadline anyway). So the allocation changes only where the JCT gained is
+   worth more than the restarts. Values are relative to x = 0. Solved exactly by
+   :func:`~heuristics.knapsack.solve_mckp`.
+3. **Placement** of the flexible workers: each job first keeps what it has (up to its new count,
+   on GPUs not reserved in step 1); the rest goes by best fit in decreasing order of the extra
+   GPUs each job needs, on the job's GPU type, loaned servers first, never on a server that holds
+   the job's base (``group_flex``), so a reclaim can take a flexible group without a preemption.
+   The knapsack sees a type's GPUs as one pool; if placement falls short (fragmentation, the
+   base servers' own free GPUs), the job gets what fits.
+4. **Actions**: a ``Scale`` only for jobs whose flexible placement changed; shrinking ones first,
+   then growing ones as soon as their GPUs are free (a circular wait, rare, is broken by a shrink
+   to the kept part first).
+
+The number of servers behind an option, for ``view.rate`` (ours): the base's servers plus
+``ceil(x / GPUs per server)`` (``group_flex``), or ``ceil((base + x) / GPUs per server)`` at least
+the base's servers otherwise.
+
+:class:`AfsScaling` replaces step 2 by AFS's greedy (Hwang et al., NSDI'21, as Aryl compares to
+it): one GPU at a time to the job whose throughput grows most per GPU (in single-GPU units of
+its own speed), while any does, with unbounded elasticity within min..max and no restart cost.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from envs.sim.policy import Action, Alloc, ClusterView, JobState, JobStatus, Scale
+from heuristics.aryl_place import ArylPlacement, FreeMap, plan
+from heuristics.knapsack import solve_mckp
+
+if TYPE_CHECKING:
+    from heuristics.aryl import ArylConfig, ArylOrdering
+
+
+@dataclass
+class _Cand:
+    """A running elastic job whose flexible workers phase 2 may change."""
+
+    job: int
+    state: JobState
+    gpu_type: str
+    base: int  # base GPUs
+    base_servers: frozenset[int]
+    flex_ok: Alloc  # its flexible workers on placeable servers
+    cur: int  # GPUs of flex_ok
+    doomed: bool  # some of its flexible workers sit on a server being taken away
+    top: int  # the most extra GPUs it may get
+    new: int = 0
+    keep: list[tuple[int, int]] = field(default_factory=list)
+
+
+@dataclass
+class ArylScaling:
+    """``Scaling`` component: Aryl's phase 2 (see the module docstring).
+
+    :param config: the policy's settings.
+    :param placement: the phase-1 placement (base sizes and pool preferences).
+    :param ordering: the phase-1 ordering, whose pending jobs get room (``None``: no room).
+    :param group_flex: flexible workers never on a server with the job's base workers.
+    """
+
+    config: ArylConfig
+    placement: ArylPlacement
+    ordering: ArylOrdering | None = None
+    group_flex: bool = True
+    made_room: bool = field(default=False, init=False)
+    _rates: dict[tuple[int, str, int], np.ndarray] = field(default_factory=dict, init=False, repr=False)
+
+    # ------------------------------------------------------------------ the plan
+    def scale(self, view: ClusterView) -> Iterator[Action]:
+        self.made_room = False
+        index = self.placement.index(view)
+        fm = FreeMap(index, view.free_gpus().copy())
+        cands: dict[str, list[_Cand]] = {}
+        lifted = 0
+        for job in tuple(view.running):
+            spec = view.job(job)
+            if not spec.elastic:
+                continue
+            st = view.state(job)
+            if st.status != JobStatus.RUNNING or st.gpu_type is None:
+                continue
+            if not all(view.placeable(s) for s, _ in st.base):
+                continue  # its base goes back: it will be preempted
+            flex_ok = tuple((s, n) for s, n in st.flex if view.placeable(s))
+            fm.give(flex_ok)
+            cur = sum(n for _, n in flex_ok)
+            lifted += cur
+            c = _Cand(
+                job, st, st.gpu_type, sum(n for _, n in st.base), frozenset(s for s, _ in st.base),
+                flex_ok, cur, len(flex_ok) != len(st.flex), spec.max_gpus - sum(n for _, n in st.base),
+            )
+            cands.setdefault(st.gpu_type, []).append(c)
+        blocked = self._make_room(view, fm) if lifted and self.config.make_room else set()
+        for t, group in cands.items():
+            keys = [k for k in index.ids if k[0] == t]
+            cap = sum(fm.total(k) for k in keys)
+            if t in blocked:
+                cap = min(cap, sum(c.cur for c in group))
+            self.allocate(view, group, cap, fm)
+        yield from self._emit(view, self._place(view, cands, fm))
+
+    def _make_room(self, view: ClusterView, fm: FreeMap) -> set[str]:
+        """Reserve GPUs for the pending jobs in phase-1 order; the GPU types an aged job that
+        does not fit could use (their flexible workers must not grow)."""
+        assert self.ordering is not None
+        aged, rest = self.ordering.pending_ranked(view)
+        largest = max((fm.total(k) for k in fm.index.ids), default=0)
+        for job in aged + rest:
+            spec = view.job(job)
+            need = self.placement.demand(spec)
+            keys = self.placement.keys(view, spec)
+            if need > largest:
+                alloc = None
+            else:
+                alloc = plan(fm, keys, need)
+            if alloc is None:
+                if job in aged:
+                    return {t for t, _ in keys}
+                continue
+            fm.take(alloc)
+            largest = max(fm.total(k) for k in fm.index.ids)
+            self.made_room = True
+        return set()
+
+    # ------------------------------------------------------------------ phase 2 proper
+    def _servers(self, c: _Cand, x: np.ndarray, size: int) -> np.ndarray:
+        nb = len(c.base_servers)
+        if self.group_flex:
+            return nb + np.where(x > 0, -(-x // size), 0)
+        return np.maximum(nb, -(-(c.base + x) // size))
+
+    def rates(self, view: ClusterView, c: _Cand, size: int) -> np.ndarray:
+        """``view.rate`` on base + x workers, x = 0..top (cached: it depends on the job's base
+        layout only)."""
+        key = (c.job, c.gpu_type, len(c.base_servers))
+        r = self._rates.get(key)
+        if r is None or len(r) < c.top + 1:
+            x = np.arange(c.top + 1)
+            k = self._servers(c, x, size)
+            r = np.array([view.rate(c.job, c.base + int(i), int(n), c.gpu_type) for i, n in zip(x, k)])
+            self._rates[key] = r
+        return r[: c.top + 1]
+
+    def allocate(self, view: ClusterView, group: list[_Cand], cap: int, fm: FreeMap) -> None:
+        """Set ``new`` (extra GPUs) of every job of one GPU type: the knapsack."""
+        cfg = self.config
+        size = _size(fm, group[0].gpu_type)
+        options = []
+        for c in group:
+            top = min(c.top, cap, self._room_for(c, fm))
+            r = self.rates(view, c, size)[: top + 1]
+            rem = c.state.remaining_work
+            t = rem / r
+            left = max(0.0, c.state.restarting_until - view.now)
+            w = c.base + np.arange(top + 1)
+            pen = np.maximum(0.0, cfg.restart_base_s + cfg.restart_per_gpu_s * w - left) * cfg.churn_factor
+            if not c.doomed and c.cur <= top:
+                pen[c.cur] = 0.0
+            if c.doomed:
+                pen[:] = 0.0
+            value = (t[0] - t) - pen
+            value -= value[0]
+            options.append([(int(x), float(value[x])) for x in range(1, top + 1)])
+        choice = solve_mckp(options, cap)
+        for c, i in zip(group, choice):
+            c.new = i + 1 if i >= 0 else 0
+
+    def _room_for(self, c: _Cand, fm: FreeMap) -> int:
+        """Virtual free GPUs of its type it could use (not on its base servers if grouped)."""
+        total = sum(fm.total(k) for k in fm.index.ids if k[0] == c.gpu_type)
+        if self.group_flex:
+            total -= sum(int(fm.free[s]) for s in c.base_servers)
+        return max(0, total)
+
+    # ------------------------------------------------------------------ placement and actions
+    def _place(self, view: ClusterView, cands: dict[str, list[_Cand]], fm: FreeMap) -> list[tuple[_Cand, Alloc]]:
+        every = sorted((c for g in cands.values() for c in g), key=lambda c: c.job)
+        for c in every:  # keep what it has first
+            want = c.new
+            for s, n in sorted(c.flex_ok, key=lambda a: (-a[1], a[0])):
+                m = min(n, want, int(fm.free[s]))
+                if m > 0:
+                    c.keep.append((s, m))
+                    fm.take(((s, m),))
+                    want -= m
+            c.new = want  # now: still to place
+        out: list[tuple[_Cand, Alloc]] = []
+        for c in sorted(every, key=lambda c: (-c.new, c.job)):
+            got = dict(c.keep)
+            want = c.new
+            if want > 0:
+                spec = view.job(c.job)
+                exclude = c.base_servers if self.group_flex else frozenset()
+                for key in self.placement.keys(view, spec, c.gpu_type):
+                    avail = fm.total(key) - sum(int(fm.free[s]) for s in exclude if fm.index.key_of[s] == key)
+                    m = min(want, avail)
+                    if m <= 0:
+                        continue
+                    alloc = plan(fm, [key], m, exclude)
+                    assert alloc is not None
+                    fm.take(alloc)
+                    for s, n in alloc:
+                        got[s] = got.get(s, 0) + n
+                    want -= m
+                    if want == 0:
+                        break
+            new = tuple(sorted(got.items()))
+            if new != tuple(sorted(c.state.flex)):
+                out.append((c, new))
+        return out
+
+    def _emit(self, view: ClusterView, changes: list[tuple[_Cand, Alloc]]) -> Iterator[Action]:
+        def fits(c: _Cand, new: Alloc) -> bool:
+            old = dict(c.state.flex)
+            return all(n <= view.free(s) + old.get(s, 0) for s, n in new)
+
+        def shrink(c: _Cand, new: Alloc) -> bool:
+            old = dict(c.state.flex)
+            return all(n <= old.get(s, 0) for s, n in new)
+
+        todo = [ch for ch in changes if not shrink(*ch)]
+        for c, new in changes:
+            if shrink(c, new):
+                yield Scale(c.job, new)
+        while todo:
+            ready = [ch for ch in todo if fits(*ch)]
+            if not ready:  # circular wait (rare): shrink each to what it keeps, then grow all
+                for c, new in todo:
+                    old = dict(c.state.flex)
+                    yield Scale(c.job, tuple((s, min(n, old[s])) for s, n in new if s in old))
+                for c, new in todo:
+                    yield Scale(c.job, new)
+                return
+            for c, new in ready:
+                yield Scale(c.job, new)
+            todo = [ch for ch in todo if ch not in ready]
+
+
+def _size(fm: FreeMap, gpu_type: str) -> int:
+    return max(int(fm.index.cap[k].max()) for k in fm.index.cap if k[0] == gpu_type)
+
+
+@dataclass
+class AfsScaling(ArylScaling):
+    """AFS: greedy, one GPU at a time to the highest marginal throughput per GPU (see the module
+    docstring). Throughput of a job on w workers, in units of one GPU of its own:
+    ``view.rate(w) / view.rate(1 worker, 1 server)`` on its type."""
+
+    def allocate(self, view: ClusterView, group: list[_Cand], cap: int, fm: FreeMap) -> None:
+        size = _size(fm, group[0].gpu_type)
+        heap: list[tuple[float, int, int]] = []
+        thr: dict[int, np.ndarray] = {}
+        for i, c in enumerate(group):
+            c.new = 0
+            top = min(c.top, self._room_for(c, fm))
+            if top <= 0:
+                continue
+            one = view.rate(c.job, 1, 1, c.gpu_type)
+            thr[i] = self.rates(view, c, size)[: top + 1] / one
+            heapq.heappush(heap, (-(thr[i][1] - thr[i][0]), c.job, i))
+        left = cap
+        while heap and left > 0:
+            gain, _, i = heapq.heappop(heap)
+            if -gain <= 0.0:
+                break
+            c = group[i]
+            c.new += 1
+            left -= 1
+            if c.new + 1 < len(thr[i]):
+                heapq.heappush(heap, (-(thr[i][c.new + 1] - thr[i][c.new]), c.job, i))
+
