@@ -16,10 +16,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from envs.sim import scenarios
 from envs.sim.config import ConfigError
 from envs.sim.engine import Engine, SimResult
 from envs.sim.metrics import summarize
+from envs.sim.model import Pool
 from envs.sim.policy import Action, ComposedScheduler, JobStatus, NoPreemption, Start
 from heuristics import registry
 
@@ -30,9 +33,10 @@ def composed(name: str) -> ComposedScheduler:
     """A fresh instance of heuristic ``name``, which must be built from components."""
     policy = registry.make(name)
     if not isinstance(policy, ComposedScheduler):
+        valid = [n for n in registry.names() if isinstance(registry.make(n), ComposedScheduler)]
         raise ConfigError(
             f"policy '{name}' is not built from ordering/placement/scaling components, so it cannot serve as one; "
-            f"component policies: {', '.join(n for n in registry.names() if isinstance(registry.make(n), ComposedScheduler))}."
+            f"component policies: {', '.join(valid)}."
         )
     return policy
 
@@ -97,8 +101,10 @@ class Core:
     # ------------------------------------------------------------------ episode
     def reset(self, seed: int) -> None:
         c = self.config
-        place, scale, recl = composed(c.placement), composed(c.scaling), composed(c.reclaim)
-        pre = composed(c.preemption) if c.preemption else None
+        # one instance per heuristic name: its components may share state (and so may its expert)
+        self.instances: dict[str, ComposedScheduler] = {}
+        place, scale, recl = self.heuristic(c.placement), self.heuristic(c.scaling), self.heuristic(c.reclaim)
+        pre = self.heuristic(c.preemption) if c.preemption else None
         self.scheduler = ComposedScheduler(
             name="agent",
             ordering=place.ordering,  # unused by the core: the ordering seat is the agent's
@@ -131,6 +137,12 @@ class Core:
         self.engine.start()
         self._begin_decision_point()
 
+    def heuristic(self, name: str) -> ComposedScheduler:
+        """This episode's instance of component heuristic ``name``."""
+        if name not in self.instances:
+            self.instances[name] = composed(name)
+        return self.instances[name]
+
     @property
     def done(self) -> bool:
         return self.result is not None
@@ -150,13 +162,11 @@ class Core:
         return start
 
     def start(self, job: int) -> None:
-        """Start ``job`` (it must fit); stays at the same decision point."""
+        """Start ``job`` where the placement component puts it; stays at the same decision point."""
         start = self.can_start(job)
         if start is None:
             raise ValueError(f"job {job} does not fit now")
-        self.apply(start)
-        # re-check only the jobs that fitted before this start
-        self._fits = {j: None for j, s in self._fits.items() if s is None and j != job}
+        self.start_with(start)
 
     def apply(self, action: Action) -> None:
         assert self.engine is not None
@@ -181,6 +191,67 @@ class Core:
 
     def pending(self) -> list[int]:
         return list(self.view.pending)
+
+    # ------------------------------------------------------------------ worker-by-worker placement
+    def begin_placement(self, job: int) -> None:
+        """Start placing ``job`` server by server (the size of its gang and its start are what
+        the placement component would give; only where its workers go is left open)."""
+        ref = self.can_start(job)
+        if ref is None:
+            raise ValueError(f"job {job} does not fit now")
+        self.placing = job
+        self.reference = ref
+        self.left = sum(n for _, n in ref.base)
+        self.chosen: dict[int, int] = {}
+
+    def placement_mask(self) -> np.ndarray:
+        """Servers that may take the next worker(s) of the job being placed."""
+        e = self.engine
+        assert e is not None
+        cl = e.cluster
+        spec = e.specs[self.placing]
+        pools = (Pool.TRAINING, Pool.INFERENCE) if self.scheduler.borrows else (Pool.TRAINING,)
+        mask = np.zeros(len(cl.servers), dtype=bool)
+        if self.chosen:
+            gtype = cl.servers[next(iter(self.chosen))].gpu_type.name
+            keys = [(gtype, p) for p in pools]
+        else:  # a first server: its type must hold the whole gang
+            keys = [
+                (t, p)
+                for t, p in cl.pool_types
+                if p in pools
+                and spec.allows(self.view.gpu_type(t))
+                and sum(cl.total_free((t, q)) for q in pools) >= self.left
+            ]
+        for key in keys:
+            for sid in cl.by_free(key):
+                if sid not in self.chosen:
+                    mask[sid] = True
+        return mask
+
+    def place_on(self, server: int) -> bool:
+        """Put as many of the remaining workers as fit on ``server``; True once the job starts."""
+        e = self.engine
+        assert e is not None
+        n = min(e.cluster.free[server], self.left)
+        self.chosen[server] = n
+        self.left -= n
+        if self.left > 0:
+            return False
+        self.start_with(Start(self.placing, tuple(self.chosen.items())))
+        return True
+
+    def start_with(self, start: Start) -> None:
+        """Apply a start; only the jobs that fitted before it can have stopped fitting."""
+        self.apply(start)
+        self._fits = {j: s for j, s in self._fits.items() if s is None and j != start.job}
+
+    def expert_server(self) -> int:
+        """The next server of the placement component's own start for the job being placed."""
+        for sid, _ in (*self.reference.base, *self.reference.flex):
+            if sid not in self.chosen:
+                return sid
+        raise RuntimeError("the reference placement is used up")
 
     # ------------------------------------------------------------------ rewards
     def _accumulators(self) -> tuple[float, float, float, int]:
@@ -212,4 +283,3 @@ class Core:
         assert self.engine is not None
         j = self.engine.jobs[job]
         return j.queued_time + (self.engine.now - j.queued_since if j.status == JobStatus.PENDING else 0.0)
-

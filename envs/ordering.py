@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -10,6 +10,7 @@ from gymnasium import spaces
 
 from envs.core import Core, CoreConfig
 from envs.obs import CLUSTER_FEATURES, JOB_FEATURES, OBS_VERSION, Encoder
+from envs.spaces import MaskedDiscrete
 
 
 class InvalidAction(ValueError):
@@ -88,14 +89,14 @@ class OrderingEnv(gym.Env[np.ndarray, np.int64]):
     * v0: initial version (observation layout 1).
     """
 
-    metadata = {"render_modes": []}
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
 
     def __init__(self, max_jobs: int = 32, **kwargs: Any) -> None:
         self.config = CoreConfig.from_kwargs(**kwargs)
         self.core = Core(self.config)
         self.slots = max_jobs
         self.encoder = Encoder(self.core, max_jobs)
-        self.action_space = spaces.Discrete(max_jobs + 1)
+        self.action_space = MaskedDiscrete(max_jobs + 1, self.action_masks)
         size = max_jobs * len(JOB_FEATURES) + len(CLUSTER_FEATURES)
         self.observation_space = spaces.Box(-1.0, 1.0, (size,), np.float32)
         self.obs_version = OBS_VERSION
@@ -168,16 +169,18 @@ class OrderingEnv(gym.Env[np.ndarray, np.int64]):
         return info
 
     # ------------------------------------------------------------------ experts
-    def expert_action(self, policy: Any) -> int:
-        """The action heuristic ``policy`` (a ComposedScheduler) would take now: the slot of the
-        first visible job in its ranking that can start, or "advance" (at once if its ordering
-        blocks at a job that cannot start). Jobs beyond the K slots are invisible to the expert
-        too, so it equals the heuristic exactly while no more than K jobs wait."""
-        for job in policy.ordering.rank(self.core.view):
+    def expert_action(self, policy: str) -> int:
+        """The action component heuristic ``policy`` would take now: the slot of the first visible
+        job in its ranking that can start, or "advance" (at once if its ordering blocks at a job
+        that cannot start). The expert is this episode's instance of the heuristic, shared with
+        the components of the same name. Jobs beyond the K slots are invisible to the expert too,
+        so it equals the heuristic exactly while no more than K jobs wait."""
+        ordering = self.core.heuristic(policy).ordering
+        for job in ordering.rank(self.core.view):
             if job not in self._visible:
                 continue
             if self.core.can_start(job) is not None:
                 return self._visible.index(job)
-            if policy.ordering.blocking:
+            if ordering.blocking:
                 break
         return self.slots

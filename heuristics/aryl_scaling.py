@@ -1,18 +1,24 @@
-"""Aryl's phase 2: the flexible demand of elastic jobs as a multiple-choice knapsack.
+"""Aryl's phase 2 (the flexible demand of elastic jobs as a multiple-choice knapsack) and the
+room phase 1 takes back from it.
 
-At every decision, after phase 1 has started what fits (:class:`~heuristics.aryl.ArylOrdering`
-with :class:`~heuristics.aryl_place.ArylPlacement`), :class:`ArylScaling` re-plans the flexible
-workers of every running elastic job on a virtual free map (:class:`FreeMap`) in which all the
-flexible workers on placeable servers are lifted off:
+Flexible workers are second-class: the inelastic workload (inelastic jobs and elastic jobs'
+base demands) is scheduled "first with all available resources" (Aryl section 5.1), and the
+flexible demand gets what is left. Two components implement that around phase 1's starts:
 
-1. **Room for phase 1** (``make_room``, ours): the inelastic workload comes first (Aryl section
-   5.1: "schedule them first with all available resources"), so the pending jobs that phase 1
-   could not start, in its order, are placed on the virtual map as if flexible workers were not
-   there; the GPUs they get are reserved and the flexible workers on them go. The scheduler then
-   runs the starts once more (:class:`~heuristics.aryl.ArylScheduler`). A pending job past the
-   age bound that does not fit even so stops this (no job behind it is given room) and keeps the
-   flexible workers on its GPU types from growing, so the GPUs that free up wait for it.
-2. **The knapsack**, one per GPU type (a job's workers are all of one type: engine rule), over
+:class:`ArylRoom` (the ``Preemption`` slot of :class:`~envs.sim.policy.ComposedScheduler`, which
+acts before the starts; ours): plans phase 1 on a virtual map where every flexible worker on a
+placeable server is lifted off, in phase 1's own order (:class:`~heuristics.aryl.ArylOrdering`)
+and pool preferences. A job that fits the GPUs that are really free takes those; one that fits
+its pool only with flexible GPUs takes them, and those flexible workers are scaled in now (from
+the job with the most flexible GPUs on that server first), so the starts that follow put it in
+its preferred pool instead of a less preferred one (a T4 on loan rather than a V100 held by
+flexible workers). An aged job that does not fit even so stops the plan (no room for the jobs
+behind it).
+
+:class:`ArylScaling` (the ``Scaling`` slot, after the starts) re-plans the flexible workers of
+every running elastic job on a virtual free map with all of them lifted off:
+
+1. **The knapsack**, one per GPU type (a job's workers are all of one type: engine rule), over
    the elastic jobs whose base is on that type: capacity = the type's virtual free GPUs; job j is
    a group with options x = 1..(max_j - base_j) extra workers (x = 0 is "none"), weight x,
    value ``T_j(base) - T_j(base + x)`` where ``T_j(w)`` = remaining work / ``view.rate`` on w
@@ -20,16 +26,17 @@ flexible workers on placeable servers are lifted off:
    option other than the job's current one loses ``churn_factor x`` the restart overhead the
    job would pay, ``restart_base_s + restart_per_gpu_s x workers`` less any restart still under
    way; a job whose flexible workers sit on a server being reclaimed pays nothing extra, it
-   restarts at the deadline anyway). So the allocation changes only where the JCT gained is
-   worth more than the restarts. Values are relative to x = 0. Solved exactly by
-   :func:`~heuristics.knapsack.solve_mckp`.
-3. **Placement** of the flexible workers: each job first keeps what it has (up to its new count,
-   on GPUs not reserved in step 1); the rest goes by best fit in decreasing order of the extra
-   GPUs each job needs, on the job's GPU type, loaned servers first, never on a server that holds
-   the job's base (``group_flex``), so a reclaim can take a flexible group without a preemption.
-   The knapsack sees a type's GPUs as one pool; if placement falls short (fragmentation, the
-   base servers' own free GPUs), the job gets what fits.
-4. **Actions**: a ``Scale`` only for jobs whose flexible placement changed; shrinking ones first,
+   restarts at the deadline anyway). So an allocation changes only where the JCT gained is worth
+   more than the restarts. Values are relative to x = 0. Solved exactly by
+   :func:`~heuristics.knapsack.solve_mckp`. While an aged job waits (phase 1 blocked), flexible
+   workers on the GPU types it accepts may move but not grow, so freed GPUs wait for it.
+2. **Placement** of the flexible workers: each job first keeps what it has (up to its new
+   count); the rest goes by best fit in decreasing order of the extra GPUs each job needs, on the
+   job's GPU type, loaned servers first, never on a server that holds the job's base
+   (``group_flex``), so a reclaim can take a flexible group without a preemption. The knapsack
+   sees a type's GPUs as one pool; if placement falls short (fragmentation, the base servers'
+   own free GPUs), the job gets what fits.
+3. **Actions**: a ``Scale`` only for jobs whose flexible placement changed; shrinking ones first,
    then growing ones as soon as their GPUs are free (a circular wait, rare, is broken by a shrink
    to the kept part first).
 
@@ -37,8 +44,8 @@ The number of servers behind an option, for ``view.rate`` (ours): the base's ser
 ``ceil(x / GPUs per server)`` (``group_flex``), or ``ceil((base + x) / GPUs per server)`` at least
 the base's servers otherwise.
 
-:class:`AfsScaling` replaces step 2 by AFS's greedy (Hwang et al., NSDI'21, as Aryl compares to
-it): one GPU at a time to the job whose throughput grows most per GPU (in single-GPU units of
+:class:`AfsScaling` replaces the knapsack by AFS's greedy (Hwang et al., NSDI'21, as Aryl compares
+to it): one GPU at a time to the job whose throughput grows most per GPU (in single-GPU units of
 its own speed), while any does, with unbounded elasticity within min..max and no restart cost.
 """
 
@@ -76,13 +83,97 @@ class _Cand:
     keep: list[tuple[int, int]] = field(default_factory=list)
 
 
+def movable(view: ClusterView) -> list[_Cand]:
+    """Running elastic jobs whose flexible workers phase 2 may change: not checkpointing, and
+    with every base worker on a placeable server (a job whose base goes back is preempted)."""
+    out: list[_Cand] = []
+    for job in tuple(view.running):
+        spec = view.job(job)
+        if not spec.elastic:
+            continue
+        st = view.state(job)
+        if st.status != JobStatus.RUNNING or st.gpu_type is None:
+            continue
+        if not all(view.placeable(s) for s, _ in st.base):
+            continue
+        flex_ok = tuple((s, n) for s, n in st.flex if view.placeable(s))
+        base = sum(n for _, n in st.base)
+        out.append(
+            _Cand(
+                job, st, st.gpu_type, base, frozenset(s for s, _ in st.base), flex_ok,
+                sum(n for _, n in flex_ok), len(flex_ok) != len(st.flex), spec.max_gpus - base,
+            )
+        )
+    return out
+
+
+@dataclass
+class ArylRoom:
+    """``Preemption`` component: scale in the flexible workers that phase 1 needs (module
+    docstring). Only shrinks flexible allocations; never preempts.
+
+    :param placement: phase 1's placement (demands, pool preferences).
+    :param ordering: phase 1's ordering (which pending jobs, in which order).
+    """
+
+    placement: ArylPlacement
+    ordering: ArylOrdering
+
+    def preempt(self, view: ClusterView) -> Iterator[Action]:
+        cands = [c for c in movable(view) if c.cur]
+        if not cands or not view.pending:
+            return
+        index = self.placement.index(view)
+        real = FreeMap(index, view.free_gpus().copy())
+        virt = FreeMap(index, real.free.copy())
+        held: dict[int, dict[int, int]] = {}  # server -> job -> flexible GPUs there
+        for c in cands:
+            virt.give(c.flex_ok)
+            for s, n in c.flex_ok:
+                held.setdefault(s, {})[c.job] = n
+        displaced: dict[int, int] = {}
+        for job, aged in self.ordering.plan_order(view, virt):
+            spec = view.job(job)
+            need = self.placement.demand(spec)
+            placed = False
+            for key in self.placement.keys(view, spec):
+                alloc = real.fit(key, need) if real.total(key) >= need else None
+                if alloc is None and virt.total(key) >= need:
+                    alloc = virt.fit(key, need)
+                if alloc is not None:
+                    for s, n in alloc:
+                        mine = min(n, int(real.free[s]))
+                        real.take(((s, mine),))
+                        if n > mine:
+                            displaced[s] = displaced.get(s, 0) + n - mine
+                    virt.take(alloc)
+                    placed = True
+                    break
+            if not placed and aged:
+                break
+        cut: dict[int, dict[int, int]] = {}  # job -> server -> GPUs to give up
+        for s, n in sorted(displaced.items()):
+            for job, has in sorted(held[s].items(), key=lambda jh: (-jh[1], jh[0])):
+                m = min(n, has)
+                cut.setdefault(job, {})[s] = m
+                n -= m
+                if n == 0:
+                    break
+        for c in cands:
+            if c.job in cut:
+                gone = cut[c.job]
+                new = tuple((s, n - gone.get(s, 0)) for s, n in c.state.flex if n > gone.get(s, 0))
+                yield Scale(c.job, new)
+
+
 @dataclass
 class ArylScaling:
     """``Scaling`` component: Aryl's phase 2 (see the module docstring).
 
     :param config: the policy's settings.
     :param placement: the phase-1 placement (base sizes and pool preferences).
-    :param ordering: the phase-1 ordering, whose pending jobs get room (``None``: no room).
+    :param ordering: the phase-1 ordering (its blocked aged job keeps flexible workers from
+        growing on its GPU types); ``None``: no such rule.
     :param group_flex: flexible workers never on a server with the job's base workers.
     """
 
@@ -90,65 +181,27 @@ class ArylScaling:
     placement: ArylPlacement
     ordering: ArylOrdering | None = None
     group_flex: bool = True
-    made_room: bool = field(default=False, init=False)
     _rates: dict[tuple[int, str, int], np.ndarray] = field(default_factory=dict, init=False, repr=False)
 
     # ------------------------------------------------------------------ the plan
     def scale(self, view: ClusterView) -> Iterator[Action]:
-        self.made_room = False
         index = self.placement.index(view)
         fm = FreeMap(index, view.free_gpus().copy())
         cands: dict[str, list[_Cand]] = {}
-        lifted = 0
-        for job in tuple(view.running):
-            spec = view.job(job)
-            if not spec.elastic:
-                continue
-            st = view.state(job)
-            if st.status != JobStatus.RUNNING or st.gpu_type is None:
-                continue
-            if not all(view.placeable(s) for s, _ in st.base):
-                continue  # its base goes back: it will be preempted
-            flex_ok = tuple((s, n) for s, n in st.flex if view.placeable(s))
-            fm.give(flex_ok)
-            cur = sum(n for _, n in flex_ok)
-            lifted += cur
-            c = _Cand(
-                job, st, st.gpu_type, sum(n for _, n in st.base), frozenset(s for s, _ in st.base),
-                flex_ok, cur, len(flex_ok) != len(st.flex), spec.max_gpus - sum(n for _, n in st.base),
-            )
-            cands.setdefault(st.gpu_type, []).append(c)
-        blocked = self._make_room(view, fm) if lifted and self.config.make_room else set()
+        for c in movable(view):
+            fm.give(c.flex_ok)
+            cands.setdefault(c.gpu_type, []).append(c)
+        blocked: set[str] = set()
+        if self.ordering is not None and self.ordering.blocked is not None:
+            if view.status_of(self.ordering.blocked) == JobStatus.PENDING:
+                spec = view.job(self.ordering.blocked)
+                blocked = {t for t, _ in self.placement.keys(view, spec)}
         for t, group in cands.items():
-            keys = [k for k in index.ids if k[0] == t]
-            cap = sum(fm.total(k) for k in keys)
+            cap = sum(fm.total(k) for k in index.ids if k[0] == t)
             if t in blocked:
                 cap = min(cap, sum(c.cur for c in group))
             self.allocate(view, group, cap, fm)
         yield from self._emit(view, self._place(view, cands, fm))
-
-    def _make_room(self, view: ClusterView, fm: FreeMap) -> set[str]:
-        """Reserve GPUs for the pending jobs in phase-1 order; the GPU types an aged job that
-        does not fit could use (their flexible workers must not grow)."""
-        assert self.ordering is not None
-        aged, rest = self.ordering.pending_ranked(view)
-        largest = max((fm.total(k) for k in fm.index.ids), default=0)
-        for job in aged + rest:
-            spec = view.job(job)
-            need = self.placement.demand(spec)
-            keys = self.placement.keys(view, spec)
-            if need > largest:
-                alloc = None
-            else:
-                alloc = plan(fm, keys, need)
-            if alloc is None:
-                if job in aged:
-                    return {t for t, _ in keys}
-                continue
-            fm.take(alloc)
-            largest = max(fm.total(k) for k in fm.index.ids)
-            self.made_room = True
-        return set()
 
     # ------------------------------------------------------------------ phase 2 proper
     def _servers(self, c: _Cand, x: np.ndarray, size: int) -> np.ndarray:

@@ -48,6 +48,7 @@ Only training servers are used (the policies do not borrow).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -164,9 +165,7 @@ class FitGppChoice:
     s: float
 
     def choose(self, view: ClusterView, candidates: Sequence[Candidate], gp_max: float) -> Candidate:
-        return min(
-            candidates, key=lambda c: (fitgpp_score(c, self.s, gp_max), len(c.victims), c.server, c.victims)
-        )
+        return min(candidates, key=lambda c: (fitgpp_score(c, self.s, gp_max), len(c.victims), c.server, c.victims))
 
 
 class LrtpChoice:
@@ -280,8 +279,14 @@ class TePreemptive:
                 logger.debug("[t=%.1f] job %d loses its reservation on server %d", view.now, job, r.server)
                 del self._res[job]
                 continue
-            if any(view.status_of(v) == JobStatus.PREEMPTING for v in r.waits_for):
-                continue
+            if r.waits_for:
+                # forget the victims that have released (one may be preempted again later,
+                # for another TE job: that second grace period is not this job's to wait for)
+                left = tuple(v for v in r.waits_for if view.status_of(v) == JobStatus.PREEMPTING)
+                if left != r.waits_for:
+                    r = self._res[job] = dataclasses.replace(r, waits_for=left)
+                if left:
+                    continue
             if view.free(r.server) >= r.gpus:
                 del self._res[job]
                 yield Start(job, ((r.server, r.gpus),))

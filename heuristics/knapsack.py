@@ -28,7 +28,6 @@ every option is heavier than the capacity (those take nothing).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np

@@ -110,7 +110,7 @@ def worlds(draw: st.DrawFn, max_jobs: int = 30) -> World:
         ServerSpec(i, A100 if a100 and i == n_train - 1 else V100, draw(st.sampled_from((4, 8))), Pool.TRAINING)
         for i in range(n_train)
     ]
-    n_inf = draw(st.integers(0, 4))
+    n_inf = draw(st.sampled_from((0, 1, 2, 3, 4, 4)))
     inf_gpus = draw(st.sampled_from((4, 8)))
     servers += [ServerSpec(n_train + i, T4, inf_gpus, Pool.INFERENCE) for i in range(n_inf)]
     training_cap = capacity_by_type(servers, (Pool.TRAINING,))
@@ -155,10 +155,10 @@ def worlds(draw: st.DrawFn, max_jobs: int = 30) -> World:
     if n_inf:
         inference = InferenceConfig(
             peak_to_trough=draw(st.floats(1.2, 2.2)),
-            mean_utilization=draw(st.floats(0.3, 0.6)),
+            mean_utilization=draw(st.floats(0.1, 0.6)),
             start_hour=draw(st.floats(0.0, 24.0, exclude_max=True)),
             step_s=draw(st.sampled_from((60.0, 120.0, 300.0, 900.0))),
-            noise=draw(st.sampled_from((0.0, 0.2, 0.5, 0.8))),
+            noise=draw(st.sampled_from((0.0, 0.3, 0.6, 1.0))),
             headroom=draw(st.sampled_from((0.0, 0.05, 0.25))),
             notice_s=draw(st.sampled_from((0.0, 30.0, 120.0, 600.0))),
             never_reclaim=draw(st.integers(0, 9)) == 0,

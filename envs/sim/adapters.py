@@ -489,9 +489,7 @@ def from_pai(
         state = status.lower()
         if job_name in broken_jobs or not job_name:
             dropped[MALFORMED] += 1
-        elif state == "running" or (
-            job_tasks is not None and (job_tasks.running or job_tasks.started_without_end)
-        ):
+        elif state == "running" or (job_tasks is not None and (job_tasks.running or job_tasks.started_without_end)):
             dropped[STILL_RUNNING] += 1
         elif state == "waiting" or job_tasks is None or job_tasks.start is None:
             dropped[NEVER_STARTED] += 1
@@ -581,9 +579,7 @@ def from_helios(path: str | os.PathLike[str]) -> tuple[list[TraceRow], AdapterRe
     columns = [name.strip().lower() for name in header]
     missing = [name for name in _HELIOS_REQUIRED if name not in columns]
     if missing:
-        raise TraceError(
-            f"{file}, line {header_line}: the header lacks the Helios column(s) {', '.join(missing)}."
-        )
+        raise TraceError(f"{file}, line {header_line}: the header lacks the Helios column(s) {', '.join(missing)}.")
     jobs: list[_Job] = []
     dropped: Counter[str] = Counter()
     seen: set[str] = set()

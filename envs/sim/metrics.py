@@ -140,9 +140,7 @@ def summarize(r: SimResult) -> dict[str, float | int | None]:
         "inelastic_avg_jct_s": _stat(jct[~elastic[done]], mean),
         "makespan_s": _num(makespan),
         "utilization": _num(
-            (u.busy_training_gpu_s + u.busy_loaned_gpu_s + u.inference_gpu_s) / cap_all
-            if cap_all > 0
-            else math.nan
+            (u.busy_training_gpu_s + u.busy_loaned_gpu_s + u.inference_gpu_s) / cap_all if cap_all > 0 else math.nan
         ),
         "utilization_training": _num(
             u.busy_training_gpu_s / u.capacity_training_gpu_s if u.capacity_training_gpu_s > 0 else math.nan

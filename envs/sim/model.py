@@ -91,6 +91,10 @@ class JobSpec:
     :param speed_phases: dynamic adaptation: ``((work_fraction, multiplier), ...)`` sorted by
         work fraction, the first starting at 0. From that fraction of its work on, the job runs
         ``multiplier`` times faster than its base speed. Empty means a constant speed.
+    :param speed_regimes: the multipliers the job's kind of dynamic adaptation can reach (its
+        model's batch-size schedule family), sorted, 1.0 included. Public knowledge a scheduler
+        may read, unlike ``speed_phases``: it says which speeds may occur, not when or for how
+        long. Empty means unknown.
     """
 
     job_id: int
@@ -108,6 +112,7 @@ class JobSpec:
     grace_period: float = 0.0
     user: str = ""
     speed_phases: tuple[tuple[float, float], ...] = ()
+    speed_regimes: tuple[float, ...] = ()
 
     @property
     def elastic(self) -> bool:

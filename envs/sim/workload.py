@@ -247,9 +247,7 @@ def _read_text(file: str, path: str | os.PathLike[str]) -> str:
     nul = data.find(b"\x00")
     if nul >= 0:
         line = data.count(b"\n", 0, nul) + 1
-        raise TraceError(
-            f"{file}, line {line}: contains a NUL byte, so it is a binary file, not a CSV trace."
-        )
+        raise TraceError(f"{file}, line {line}: contains a NUL byte, so it is a binary file, not a CSV trace.")
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -273,9 +271,7 @@ def _parse_row(cells: _Cells, max_gpus_per_job: int | None) -> TraceRow:
     duration = cells.number("duration_s", required=True)
     assert duration is not None
     if duration <= 0:
-        raise cells.error(
-            "duration_s", f"expected a duration > 0 seconds, got {_show(cells.raw('duration_s') or '')}"
-        )
+        raise cells.error("duration_s", f"expected a duration > 0 seconds, got {_show(cells.raw('duration_s') or '')}")
     num_gpus = cells.positive_integer("num_gpus", required=True)
     assert num_gpus is not None
     if max_gpus_per_job is not None and num_gpus > max_gpus_per_job:
@@ -292,9 +288,7 @@ def _parse_row(cells: _Cells, max_gpus_per_job: int | None) -> TraceRow:
         else:
             names = [part.strip() for part in gpu_cell.split("|")]
             if not all(names):
-                raise cells.error(
-                    "gpu_type", f"expected GPU type names separated by '|', got {_show(gpu_cell)}"
-                )
+                raise cells.error("gpu_type", f"expected GPU type names separated by '|', got {_show(gpu_cell)}")
             gpu_types = frozenset(names)
 
     job_class: JobClass | None = None
@@ -323,9 +317,7 @@ def _parse_row(cells: _Cells, max_gpus_per_job: int | None) -> TraceRow:
         )
     grace = cells.number("grace_period_s", required=False)
     if grace is not None and grace < 0:
-        raise cells.error(
-            "grace_period_s", f"expected seconds >= 0, got {_show(cells.raw('grace_period_s') or '')}"
-        )
+        raise cells.error("grace_period_s", f"expected seconds >= 0, got {_show(cells.raw('grace_period_s') or '')}")
 
     return TraceRow(
         name=name,
@@ -373,9 +365,7 @@ def load_trace(path: str | os.PathLike[str], max_gpus_per_job: int | None = None
     for i, column in enumerate(columns):
         if column in REQUIRED_COLUMNS or column in OPTIONAL_COLUMNS:
             if column in index:
-                raise TraceError(
-                    f"{file}, line {header_line}, column {column}: the header names this column twice."
-                )
+                raise TraceError(f"{file}, line {header_line}, column {column}: the header names this column twice.")
             index[column] = i
     missing = [column for column in REQUIRED_COLUMNS if column not in index]
     if missing:
@@ -393,8 +383,7 @@ def load_trace(path: str | os.PathLike[str], max_gpus_per_job: int | None = None
             short = len(record) < width
             column = (columns[len(record)] or f"#{len(record) + 1}") if short else f"#{width + 1}"
             raise TraceError(
-                f"{file}, line {line}, column {column}: the row has {len(record)} fields "
-                f"but the header has {width}."
+                f"{file}, line {line}, column {column}: the row has {len(record)} fields but the header has {width}."
             )
         row = _parse_row(_Cells(file, line, record, index), max_gpus_per_job)
         if row.name in seen:
@@ -562,23 +551,15 @@ class AttributeSampler:
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"AttributeSampler.{name} must be in [0, 1], got {value!r}")
         if not 0.0 < self.elastic_min_ratio <= 1.0:
-            raise ValueError(
-                f"AttributeSampler.elastic_min_ratio must be in (0, 1], got {self.elastic_min_ratio!r}"
-            )
+            raise ValueError(f"AttributeSampler.elastic_min_ratio must be in (0, 1], got {self.elastic_min_ratio!r}")
         if not self.elastic_max_ratio >= 1.0:
-            raise ValueError(
-                f"AttributeSampler.elastic_max_ratio must be >= 1, got {self.elastic_max_ratio!r}"
-            )
+            raise ValueError(f"AttributeSampler.elastic_max_ratio must be >= 1, got {self.elastic_max_ratio!r}")
         lo, hi = self.deadline_slack
         if not 0.0 < lo <= hi:
-            raise ValueError(
-                f"AttributeSampler.deadline_slack must satisfy 0 < lo <= hi, got {self.deadline_slack!r}"
-            )
+            raise ValueError(f"AttributeSampler.deadline_slack must satisfy 0 < lo <= hi, got {self.deadline_slack!r}")
         lo, hi = self.grace_period
         if not 0.0 <= lo <= hi:
-            raise ValueError(
-                f"AttributeSampler.grace_period must satisfy 0 <= lo <= hi, got {self.grace_period!r}"
-            )
+            raise ValueError(f"AttributeSampler.grace_period must satisfy 0 <= lo <= hi, got {self.grace_period!r}")
         if not self.models:
             raise ValueError("AttributeSampler.models must name at least one model")
         if self.te_max_gpus < 1:
@@ -645,11 +626,7 @@ def build_jobs(
                 f"job {_show(row.name)}, column num_gpus: the job asks for {n_gpus} GPUs but the cluster "
                 f"has only {max_gpus_per_job} GPUs for one job."
             )
-        model = (
-            row.model
-            if row.model is not None
-            else models[min(int(u_model[i] * len(models)), len(models) - 1)]
-        )
+        model = row.model if row.model is not None else models[min(int(u_model[i] * len(models)), len(models) - 1)]
 
         if row.min_gpus is not None or row.max_gpus is not None:
             lo = row.min_gpus if row.min_gpus is not None else n_gpus
@@ -670,9 +647,7 @@ def build_jobs(
         if row.job_class is not None:
             job_class = row.job_class
         elif (
-            n_gpus <= sampler.te_max_gpus
-            and row.duration <= sampler.te_max_duration
-            and u_te[i] < sampler.te_fraction
+            n_gpus <= sampler.te_max_gpus and row.duration <= sampler.te_max_duration and u_te[i] < sampler.te_fraction
         ):
             job_class = JobClass.TE
         else:
@@ -686,11 +661,7 @@ def build_jobs(
         else:
             deadline = None
 
-        grace = (
-            row.grace_period
-            if row.grace_period is not None
-            else grace_lo + (grace_hi - grace_lo) * u_grace[i]
-        )
+        grace = row.grace_period if row.grace_period is not None else grace_lo + (grace_hi - grace_lo) * u_grace[i]
 
         jobs.append(
             JobSpec(
@@ -810,13 +781,9 @@ class SyntheticWorkload:
         if self.duration_days is not None and not self.duration_days > 0:
             raise ValueError(f"SyntheticWorkload.duration_days must be > 0, got {self.duration_days!r}")
         if not self.arrival_rate_per_hour > 0:
-            raise ValueError(
-                f"SyntheticWorkload.arrival_rate_per_hour must be > 0, got {self.arrival_rate_per_hour!r}"
-            )
+            raise ValueError(f"SyntheticWorkload.arrival_rate_per_hour must be > 0, got {self.arrival_rate_per_hour!r}")
         if not 0.0 <= self.diurnal_amplitude < 1.0:
-            raise ValueError(
-                f"SyntheticWorkload.diurnal_amplitude must be in [0, 1), got {self.diurnal_amplitude!r}"
-            )
+            raise ValueError(f"SyntheticWorkload.diurnal_amplitude must be in [0, 1), got {self.diurnal_amplitude!r}")
         if not self.gpu_demand or any(g < 1 or p < 0 for g, p in self.gpu_demand):
             raise ValueError(
                 f"SyntheticWorkload.gpu_demand must be ((gpus >= 1, p >= 0), ...), got {self.gpu_demand!r}"
@@ -824,9 +791,7 @@ class SyntheticWorkload:
         if not math.isclose(sum(p for _, p in self.gpu_demand), 1.0, abs_tol=1e-6):
             raise ValueError("SyntheticWorkload.gpu_demand probabilities must sum to 1")
         if not self.duration_mixture or any(w < 0 or s < 0 for w, _, s in self.duration_mixture):
-            raise ValueError(
-                "SyntheticWorkload.duration_mixture must be ((weight >= 0, mu, sigma >= 0), ...)"
-            )
+            raise ValueError("SyntheticWorkload.duration_mixture must be ((weight >= 0, mu, sigma >= 0), ...)")
         if not math.isclose(sum(w for w, _, _ in self.duration_mixture), 1.0, abs_tol=1e-3):
             raise ValueError("SyntheticWorkload.duration_mixture weights must sum to 1")
         if not 0 < self.min_duration_s <= self.max_duration_s:
@@ -903,9 +868,7 @@ def generate(workload: SyntheticWorkload, rng: np.random.Generator) -> list[Trac
     comp_cdf /= comp_cdf[-1]
     comp = np.minimum(np.searchsorted(comp_cdf, rng.random(n), side="right"), len(weights) - 1)
     log_d = mus[comp] + sigmas[comp] * rng.standard_normal(n)
-    duration = np.maximum(
-        np.round(np.clip(np.exp(log_d), workload.min_duration_s, workload.max_duration_s)), 1.0
-    )
+    duration = np.maximum(np.round(np.clip(np.exp(log_d), workload.min_duration_s, workload.max_duration_s)), 1.0)
 
     prefix = workload.name_prefix
     return [

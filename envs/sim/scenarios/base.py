@@ -119,8 +119,7 @@ def servers_of(c: ClusterConfig) -> list[ServerSpec]:
     if c.training_servers < 1 or c.inference_servers < 0 or c.gpus_per_server < 1:
         raise ConfigError("the cluster needs at least one training server and one GPU per server.")
     out = [
-        ServerSpec(i, GPU_TYPES[c.training_gpu], c.gpus_per_server, Pool.TRAINING)
-        for i in range(c.training_servers)
+        ServerSpec(i, GPU_TYPES[c.training_gpu], c.gpus_per_server, Pool.TRAINING) for i in range(c.training_servers)
     ]
     n = len(out)
     out += [
@@ -141,9 +140,7 @@ def mean_gpu_seconds(w: SyntheticWorkload) -> float:
             duration += weight * min(max(math.exp(mu), w.min_duration_s), w.max_duration_s)
             continue
         below, above = phi((lo - mu) / sigma), 1.0 - phi((hi - mu) / sigma)
-        middle = math.exp(mu + sigma**2 / 2) * (
-            phi((hi - mu - sigma**2) / sigma) - phi((lo - mu - sigma**2) / sigma)
-        )
+        middle = math.exp(mu + sigma**2 / 2) * (phi((hi - mu - sigma**2) / sigma) - phi((lo - mu - sigma**2) / sigma))
         duration += weight * (w.min_duration_s * below + w.max_duration_s * above + middle)
     return duration * sum(g * p for g, p in w.gpu_demand)
 
@@ -173,15 +170,9 @@ def build(s: Scenario, seed: int) -> Built:
     t0 = rows[0].submit_time
     rows = [dataclasses.replace(r, submit_time=r.submit_time - t0) for r in rows]
     if t0 and any(r.deadline is not None for r in rows):
-        rows = [
-            dataclasses.replace(r, deadline=r.deadline - t0) if r.deadline is not None else r for r in rows
-        ]
+        rows = [dataclasses.replace(r, deadline=r.deadline - t0) if r.deadline is not None else r for r in rows]
     jobs = build_jobs(rows, w.attributes, attr_rng, max_gpus_per_job=largest)
-    demand = (
-        DemandCurve(s.inference, s.cluster.inference_servers, inf_rng)
-        if s.cluster.inference_servers
-        else None
-    )
+    demand = DemandCurve(s.inference, s.cluster.inference_servers, inf_rng) if s.cluster.inference_servers else None
     return Built(s, seed, servers, jobs, demand, fail_rng, pol_rng)
 
 
@@ -196,9 +187,7 @@ def simulate(
     b = build(s, seed)
     if hasattr(policy, "use_rng"):  # randomised policies draw from the run's own policy stream
         policy.use_rng(b.policy_rng)
-    engine = Engine(
-        b.servers, b.jobs, policy, throughput or shared_throughput(), b.demand, s.sim, b.failure_rng, log
-    )
+    engine = Engine(b.servers, b.jobs, policy, throughput or shared_throughput(), b.demand, s.sim, b.failure_rng, log)
     return engine.run()
 
 

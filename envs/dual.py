@@ -1,0 +1,177 @@
+"""Both agents in one PettingZoo AEC environment: "ordering" picks a job, "placement" its servers."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import gymnasium
+import numpy as np
+from pettingzoo import AECEnv
+from pettingzoo.utils import AgentSelector
+
+from envs.core import Core, CoreConfig
+from envs.obs import CLUSTER_FEATURES, JOB_FEATURES, SERVER_FEATURES, Encoder
+from envs.ordering import InvalidAction
+from envs.sim.scenarios.base import servers_of
+
+ORDERING, PLACEMENT = "ordering", "placement"
+
+
+class DualEnv(AECEnv):
+    """
+    ## Description
+    The ordering and placement envs joined (the KDD'23 dual-agent setting): agent "ordering"
+    acts at each decision point (a job slot, or "advance"); after it picks a job, agent
+    "placement" picks servers for it until its gang is placed; then "ordering" again. They share
+    the reward. Observations and actions are exactly those of ``loangym/Ordering-v0`` and
+    ``loangym/Placement-v0``; each agent's observation is a dict ``{"observation": Box,
+    "action_mask": int8 array}`` as PettingZoo expects. Decision points where no job can start
+    are skipped; forced placements (a single valid server) are not.
+
+    ## Rewards
+    Shared, by name (``reward=``), as in the single-agent envs; every agent receives every
+    step's reward.
+
+    ## Episode End
+    Both agents terminate when every job has finished, or truncate at the horizon;
+    ``infos[agent]["metrics"]`` then holds the episode's summary.
+
+    ## Arguments
+    ``envs.dual.env(scenario="default", max_jobs=32, seed_range=(0, 10000), ...)`` with the
+    ordering env's keyword arguments (``seeds`` is the range of scenario seeds).
+
+    ## Version History
+    * v0: initial version (observation layout 1).
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": [], "name": "loangym_dual_v0", "is_parallelizable": False}
+
+    def __init__(self, max_jobs: int = 32, **kwargs: Any) -> None:
+        super().__init__()
+        self.config = CoreConfig.from_kwargs(**kwargs)
+        self.core = Core(self.config)
+        self.slots = max_jobs
+        self.encoder = Encoder(self.core, max_jobs)
+        ns = len(servers_of(self.config.scenario_obj().cluster))
+        self.num_servers = ns
+        self.possible_agents = [ORDERING, PLACEMENT]
+        sizes = {
+            ORDERING: (max_jobs * len(JOB_FEATURES) + len(CLUSTER_FEATURES), max_jobs + 1),
+            PLACEMENT: (ns * len(SERVER_FEATURES) + len(JOB_FEATURES) + 1 + len(CLUSTER_FEATURES), ns),
+        }
+        self.observation_spaces = {
+            a: gymnasium.spaces.Dict(
+                {
+                    "observation": gymnasium.spaces.Box(-1.0, 1.0, (obs,), np.float32),
+                    "action_mask": gymnasium.spaces.Box(0, 1, (act,), np.int8),
+                }
+            )
+            for a, (obs, act) in sizes.items()
+        }
+        self.action_spaces = {a: gymnasium.spaces.Discrete(act) for a, (_, act) in sizes.items()}
+        self._rng = np.random.default_rng()
+
+    def observation_space(self, agent: str) -> gymnasium.spaces.Space:
+        return self.observation_spaces[agent]
+
+    def action_space(self, agent: str) -> gymnasium.spaces.Space:
+        return self.action_spaces[agent]
+
+    # ------------------------------------------------------------------ AEC API
+    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
+        if seed is not None:
+            self._rng = np.random.default_rng(seed)
+        if options and "scenario_seed" in options:
+            scenario_seed = int(options["scenario_seed"])
+        else:
+            scenario_seed = int(self._rng.integers(*self.config.seeds))
+        self.core.reset(scenario_seed)
+        self.encoder.reset()
+        self.agents = list(self.possible_agents)
+        self.rewards = {a: 0.0 for a in self.agents}
+        self._cumulative_rewards = {a: 0.0 for a in self.agents}
+        self.terminations = {a: False for a in self.agents}
+        self.truncations = {a: False for a in self.agents}
+        self.infos: dict[str, dict[str, Any]] = {a: {} for a in self.agents}
+        self._selector = AgentSelector(self.agents)
+        self.agent_selection = ORDERING
+        self._to_ordering_choice()
+
+    def observe(self, agent: str) -> dict[str, np.ndarray]:
+        if self.core.done:
+            space = self.observation_spaces[agent]
+            return {k: np.zeros(v.shape, dtype=v.dtype) for k, v in space.spaces.items()}  # type: ignore[union-attr]
+        if agent == ORDERING:
+            obs = self.encoder.ordering(self._visible, self._fits)
+            mask = self._ordering_mask()
+        else:
+            mask = self._placement_mask() if self.agent_selection == PLACEMENT else np.zeros(self.num_servers, bool)
+            if self.agent_selection == PLACEMENT:
+                obs = self.encoder.placement(self.core.placing, self.core.left, self.core.chosen, mask)
+            else:
+                obs = np.zeros(self.observation_spaces[PLACEMENT]["observation"].shape, np.float32)
+        return {"observation": obs, "action_mask": mask.astype(np.int8)}
+
+    def step(self, action: Any) -> None:
+        agent = self.agent_selection
+        if self.terminations[agent] or self.truncations[agent]:
+            self._was_dead_step(action)
+            return
+        a = int(action)
+        self._cumulative_rewards[agent] = 0.0
+        if agent == ORDERING:
+            mask = self._ordering_mask()
+            if not 0 <= a < len(mask) or not mask[a]:
+                raise InvalidAction(f"ordering action {a} is not allowed now: valid {np.flatnonzero(mask).tolist()}")
+            if a == self.slots:
+                self.core.advance()
+                self._to_ordering_choice()
+            else:
+                self.core.begin_placement(self._visible[a])
+                self.agent_selection = PLACEMENT
+        else:
+            mask = self._placement_mask()
+            if not 0 <= a < len(mask) or not mask[a]:
+                raise InvalidAction(f"placement action {a} is not allowed now: valid {np.flatnonzero(mask).tolist()}")
+            if self.core.place_on(a):
+                self.agent_selection = ORDERING
+                self._to_ordering_choice()
+        r = self.core.reward()
+        self.rewards = {x: r for x in self.agents}
+        if self.core.done:
+            for x in self.agents:
+                self.terminations[x] = not self.core.truncated
+                self.truncations[x] = self.core.truncated
+                self.infos[x] = {"metrics": self.core.metrics}
+        self._accumulate_rewards()
+
+    # ------------------------------------------------------------------ internals
+    def _to_ordering_choice(self) -> None:
+        while not self.core.done:
+            self._visible = self.core.pending()[: self.slots]
+            self._fits = [self.core.can_start(j) is not None for j in self._visible]
+            if any(self._fits):
+                return
+            self.core.advance()
+        self._visible, self._fits = [], []
+        self.agent_selection = ORDERING
+
+    def _ordering_mask(self) -> np.ndarray:
+        mask = np.zeros(self.slots + 1, dtype=bool)
+        mask[: len(self._fits)] = self._fits
+        mask[self.slots] = True
+        return mask
+
+    def _placement_mask(self) -> np.ndarray:
+        return self.core.placement_mask()
+
+    def render(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+def env(**kwargs: Any) -> DualEnv:
+    """PettingZoo-style constructor."""
+    return DualEnv(**kwargs)

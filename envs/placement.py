@@ -1,0 +1,173 @@
+"""The placement environment: which servers the next job's workers go to."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from envs.core import Core, CoreConfig
+from envs.obs import CLUSTER_FEATURES, JOB_FEATURES, OBS_VERSION, SERVER_FEATURES, Encoder
+from envs.ordering import InvalidAction
+from envs.sim.policy import Ordering
+from envs.sim.scenarios.base import servers_of
+from envs.spaces import MaskedDiscrete
+
+
+class PlacementEnv(gym.Env[np.ndarray, np.int64]):
+    """
+    ## Description
+    The same simulator as the ordering env, the other seat: an ordering component (a heuristic
+    by name, or any object with the ``Ordering`` protocol, e.g. a frozen trained ordering agent)
+    picks which job starts next, and the agent picks servers for it, one server per step. As many
+    of the job's remaining workers as fit go on the chosen server; the job starts once all its
+    base workers are placed (its gang size is what the placement heuristic would give, e.g. the
+    base demand of an elastic job under Aryl). Steps with a single valid server are taken
+    automatically.
+
+    ## Action Space
+    ``Discrete(S)``: a server id (S = servers of the scenario, training and inference).
+
+    ## Observation Space
+    ``Box(-1, 1, (S * 11 + 14 + 1 + 12,), float32)``: per server 11 features, then the job's
+    14 features (as in the ordering env), the log2(1 + workers still to place) / 6, and the 12
+    cluster features.
+
+    | index | feature | meaning |
+    |---|---|---|
+    | s*11 + 0 | placeable | 1 if new workers may go there |
+    | s*11 + 1 | free | free GPUs / its GPUs |
+    | s*11 + 2 | inference | 1 for an inference server |
+    | s*11 + 3 | reclaiming | 1 if it is being reclaimed |
+    | s*11 + 4 | type_speed | training speed of its GPU type (V100 = 1) |
+    | s*11 + 5 | speed_est | estimated machine speed factor - 1 (cloud scenario) |
+    | s*11 + 6 | speed_std | uncertainty of that estimate |
+    | s*11 + 7 | jobs | log1p(jobs hosted) / 3 |
+    | s*11 + 8 | allowed | 1 if the job may use its GPU type |
+    | s*11 + 9 | chosen | 1 if the job already has workers there |
+    | s*11 + 10 | valid | 1 if the next worker may go there (= the mask) |
+    | S*11 + 0..13 | job | the ordering env's job features |
+    | S*11 + 14 | left | log2(1 + workers still to place) / 6 |
+    | S*11 + 15.. | cluster | the ordering env's 12 cluster features |
+
+    ## Action Mask
+    ``action_masks()`` and ``info["action_mask"]``: placeable servers with free GPUs of a type
+    the job allows; after the first choice, only servers of the same type (one type per job);
+    the first choice only among types whose free GPUs hold the whole gang. Never all zero while
+    the episode runs. An action outside the mask raises ``InvalidAction``.
+
+    ## Rewards
+    As in the ordering env (shared objective; ``reward=`` by name).
+
+    ## Episode End
+    As in the ordering env; the last ``info["metrics"]`` holds the episode's summary.
+
+    ## Arguments
+    ``gymnasium.make("loangym/Placement-v0", ordering="aryl", scenario="default", ...)``: the
+    ordering env's arguments (scenario, overrides, trace, seeds, placement, scaling, reclaim,
+    preemption, reward) plus ``ordering`` (heuristic name or Ordering object). ``placement``
+    names the heuristic whose gang sizes and expert choices the env uses.
+
+    ## Version History
+    * v0: initial version (observation layout 1).
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
+
+    def __init__(self, ordering: str | Ordering = "aryl", **kwargs: Any) -> None:
+        self.config = CoreConfig.from_kwargs(**kwargs)
+        self.core = Core(self.config)
+        self.ordering_spec = ordering
+        self.encoder = Encoder(self.core, slots=1)
+        servers = len(servers_of(self.config.scenario_obj().cluster))
+        self.num_servers = servers
+        self.action_space = MaskedDiscrete(servers, self.action_masks)
+        size = servers * len(SERVER_FEATURES) + len(JOB_FEATURES) + 1 + len(CLUSTER_FEATURES)
+        self.observation_space = spaces.Box(-1.0, 1.0, (size,), np.float32)
+        self.obs_version = OBS_VERSION
+        self._mask = np.zeros(servers, dtype=bool)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
+        super().reset(seed=seed)
+        if options and "scenario_seed" in options:
+            scenario_seed = int(options["scenario_seed"])
+        else:
+            lo, hi = self.config.seeds
+            scenario_seed = int(self.np_random.integers(lo, hi))
+        self.core.reset(scenario_seed)
+        spec = self.ordering_spec
+        self.ordering = self.core.heuristic(spec).ordering if isinstance(spec, str) else spec
+        self.encoder.reset()
+        self._rank: Iterator[int] = iter(self.ordering.rank(self.core.view))
+        self._placing = False
+        self._to_choice()
+        return self._get_obs(), self._get_info()
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
+        a = int(action)
+        if self.core.done:
+            raise RuntimeError("the episode has ended: call reset()")
+        if not 0 <= a < self.num_servers or not self._mask[a]:
+            raise InvalidAction(
+                f"action {a} is not allowed now: valid servers are {np.flatnonzero(self._mask).tolist()}"
+            )
+        self._place(a)
+        reward = self.core.reward()
+        terminated = self.core.done and not self.core.truncated
+        truncated = self.core.done and self.core.truncated
+        return self._get_obs(), reward, terminated, truncated, self._get_info()
+
+    def action_masks(self) -> np.ndarray:
+        return self._mask.copy()
+
+    def expert_action(self) -> int:
+        """The server the placement heuristic would use next for this job."""
+        return self.core.expert_server()
+
+    # ------------------------------------------------------------------ internals
+    def _place(self, server: int) -> None:
+        if self.core.place_on(server):
+            self._placing = False
+        self._to_choice()
+
+    def _to_choice(self) -> None:
+        """Run to the next real choice: pick the next job if none is being placed, take forced
+        moves (a single valid server), advance time when no job can start."""
+        while not self.core.done:
+            if not self._placing and not self._next_job():
+                self.core.advance()
+                self._rank = iter(self.ordering.rank(self.core.view))
+                continue
+            mask = self.core.placement_mask()
+            if mask.sum() > 1:
+                self._mask = mask
+                return
+            if self.core.place_on(int(np.flatnonzero(mask)[0])):  # a forced move is no decision
+                self._placing = False
+        self._mask = np.zeros(self.num_servers, dtype=bool)
+
+    def _next_job(self) -> bool:
+        """The next job of the ordering's ranking that can start (one pass per decision point,
+        as ComposedScheduler walks it), or False when there is none."""
+        for job in self._rank:
+            if self.core.can_start(job) is not None:
+                self.core.begin_placement(job)
+                self._placing = True
+                return True
+            if self.ordering.blocking:
+                return False
+        return False
+
+    def _get_obs(self) -> np.ndarray:
+        if self.core.done:
+            return np.zeros(self.observation_space.shape, dtype=np.float32)
+        return self.encoder.placement(self.core.placing, self.core.left, self.core.chosen, self._mask)
+
+    def _get_info(self) -> dict[str, Any]:
+        info: dict[str, Any] = {"action_mask": self._mask.copy(), "scenario_seed": self.core.seed}
+        if self.core.done:
+            info["metrics"] = self.core.metrics
+        return info

@@ -1,0 +1,277 @@
+"""Aryl (Li et al., "Aryl: An Elastic Cluster Scheduler for Deep Learning"): capacity loaning
+plus elastic scaling, and the variants the paper evaluates.
+
+Registered policies (all borrow the inference cluster's idle servers):
+
+- ``aryl``: phase 1 (:class:`ArylOrdering` + :class:`~heuristics.aryl_place.ArylPlacement`):
+  shortest remaining time first over the inelastic workload (inelastic jobs and elastic jobs'
+  base demands), with backfill and an age bound; phase 2
+  (:class:`~heuristics.aryl_scaling.ArylScaling`): elastic jobs' flexible workers by a
+  multiple-choice knapsack; best-fit-decreasing placement with elastic jobs on loaned servers
+  and their flexible workers on servers of their own; reclaim by fewest preempted jobs
+  (:class:`~heuristics.aryl_reclaim.ArylReclaim`).
+- ``aryl-basic``: the paper's "Basic": loaning without elasticity (every job runs at its
+  requested ``num_gpus``; no phase 2).
+- ``aryl-nogroup``: the placement ablation (paper Table 6): elastic jobs go to training servers
+  first like inelastic ones, and their flexible workers may share servers with their base.
+- ``afs``: phase 2 replaced by AFS's greedy (:class:`~heuristics.aryl_scaling.AfsScaling`).
+
+The paper's "Baseline" is ``fifo`` (it never borrows); "Ideal" is any of these with
+``--set inference.never_reclaim=true``.
+
+Phase-1 order (ours where the paper is silent). Pending jobs are ranked by remaining run time at
+their base demand on the fastest GPU type they accept (remaining work / ``view.rate`` on the base
+packed on as few servers as possible; fixed when the job enters the queue), then submit time,
+then id. A job that has waited (since it last entered the queue) longer than ``age_bound_s``
+is *aged*: aged jobs go first, oldest first, and an aged job that cannot start blocks every job
+behind it (no backfill past it; phase 2 gives it room and keeps flexible workers from growing on
+its GPU types), so no job starves. The others are taken greedily in rank order while they fit the
+free GPUs of the (type, pool) pairs they accept, and that batch is placed in decreasing order of
+demand (best-fit *decreasing*); the jobs outside the batch are tried after it, in rank order,
+only if a job of the batch failed to place (fragmentation).
+
+Composition: each is a plain :class:`~envs.sim.policy.ComposedScheduler` of components the RL
+adapters can also use: ``preemption`` = :class:`~heuristics.aryl_scaling.ArylRoom` (before the
+starts, it scales in the flexible workers that phase 1 needs: phase 1 comes "first with all
+available resources"), ``ordering`` = :class:`ArylOrdering`, ``placement`` =
+:class:`~heuristics.aryl_place.ArylPlacement`, ``scaling`` = phase 2, ``reclaimer`` =
+:class:`~heuristics.aryl_reclaim.ArylReclaim`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from envs.sim.policy import (
+    ClusterView,
+    ComposedScheduler,
+    JobStatus,
+    NoPreemption,
+    NoScaling,
+    Preemption,
+    Scaling,
+)
+from envs.sim.throughput import packed_servers
+from heuristics.aryl_place import ArylPlacement, FreeMap, Key
+from heuristics.aryl_reclaim import ArylReclaim
+from heuristics.aryl_scaling import AfsScaling, ArylRoom, ArylScaling
+from heuristics.registry import register
+
+
+@dataclass(frozen=True)
+class ArylConfig:
+    """Settings of ``aryl``, ``aryl-basic``, ``aryl-nogroup`` and ``afs``.
+
+    :param age_bound_s: a pending job that has waited this long goes to the front of phase 1 and
+        blocks backfill past it (ours: the paper's phase 1 "avoids starvation" without a rule).
+    :param restart_base_s: the policy's estimate of the fixed restart cost of a rescale (the
+        engine's ``sim.restart_base_s``), charged to knapsack options that change a job.
+    :param restart_per_gpu_s: the same, per GPU of the new allocation.
+    :param churn_factor: multiplies that restart cost in the knapsack values; 0 = rescale freely.
+    :param make_room: phase 1 may take flexible workers back to start pending jobs.
+    :param checkpoint_interval_s: the policy's estimate of the checkpoint interval, for the
+        GPU-hours a reclaim preemption loses (reclaim tie-breaker).
+    """
+
+    age_bound_s: float = 12 * 3600.0
+    restart_base_s: float = 30.0
+    restart_per_gpu_s: float = 1.0
+    churn_factor: float = 1.0
+    make_room: bool = True
+    checkpoint_interval_s: float = 1800.0
+
+
+class _Queue:
+    """Pending jobs sorted by a key fixed when they (re-)enter the queue; re-entry replaces the
+    old entry, entries of jobs that left are dropped when met."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[float, float, int]] = []
+        self.key: dict[int, tuple[float, float, int]] = {}
+        self.entered: dict[int, float] = {}
+
+    def add(self, key: tuple[float, float, int], entered: float) -> None:
+        job = key[2]
+        old = self.key.pop(job, None)
+        if old is not None:
+            i = bisect.bisect_left(self.items, old)
+            if i < len(self.items) and self.items[i] == old:
+                del self.items[i]
+        self.key[job] = key
+        self.entered[job] = entered
+        bisect.insort(self.items, key)
+
+    def pending(self, view: ClusterView) -> list[int]:
+        out: list[int] = []
+        keep: list[tuple[float, float, int]] = []
+        for item in self.items:
+            job = item[2]
+            if view.status_of(job) == JobStatus.PENDING:
+                out.append(job)
+                keep.append(item)
+            else:
+                del self.key[job]
+                del self.entered[job]
+        self.items = keep
+        return out
+
+
+class ArylOrdering:
+    """``Ordering`` component: Aryl's phase 1 (see the module docstring). Not blocking as a
+    whole: only an aged job blocks, which :meth:`rank` does itself by stopping.
+
+    :param placement: gives each job's base demand and the (type, pool) pairs it accepts.
+    :param age_bound_s: seconds of waiting after which a job is aged.
+    """
+
+    blocking = False
+
+    def __init__(self, placement: ArylPlacement, age_bound_s: float) -> None:
+        self.placement = placement
+        self.age_bound_s = age_bound_s
+        self.blocked: int | None = None  # the aged job that stopped the last ranking
+        self._queue = _Queue()
+        self._cursor = 0  # position in the engine's queue log
+
+    def remaining_time(self, view: ClusterView, job: int) -> float:
+        """Seconds left at the base demand on the fastest GPU type the job accepts."""
+        spec = view.job(job)
+        need = self.placement.demand(spec)
+        index = self.placement.index(view)
+        rate = 0.0
+        for t, p in self.placement.keys(view, spec):
+            size = int(index.cap[t, p].max())
+            rate = max(rate, view.rate(job, need, packed_servers(need, size), t))
+        rem = view.state(job).remaining_work
+        return rem / rate if rate > 0 else math.inf
+
+    def _sync(self, view: ClusterView) -> None:
+        new, self._cursor = view.entered_since(self._cursor)
+        for job in new:
+            if view.status_of(job) == JobStatus.PENDING:
+                key = (self.remaining_time(view, job), view.job(job).submit_time, job)
+                self._queue.add(key, view.state(job).queued_since)
+
+    def pending_ranked(self, view: ClusterView) -> tuple[list[int], list[int]]:
+        """(aged jobs, oldest first; the other pending jobs in rank order)."""
+        self._sync(view)
+        jobs = self._queue.pending(view)
+        entered = self._queue.entered
+        limit = view.now - self.age_bound_s
+        aged = [j for j in jobs if entered[j] < limit]
+        if not aged:
+            return [], jobs
+        aged_set = set(aged)
+        aged.sort(key=lambda j: (entered[j], j))
+        return aged, [j for j in jobs if j not in aged_set]
+
+    def is_aged(self, view: ClusterView, job: int) -> bool:
+        return self._queue.entered.get(job, math.inf) < view.now - self.age_bound_s
+
+    def _batch(self, view: ClusterView, jobs: list[int], budget: dict[Key, int]) -> tuple[list[int], list[int]]:
+        """Split ``jobs`` (rank order) into the batch that fits the free GPUs of the (type, pool)
+        pairs each accepts, taken greedily, in decreasing order of demand (rank order among
+        equals: best-fit *decreasing*), and the jobs skipped."""
+        batch: list[tuple[int, int]] = []
+        skipped: list[int] = []
+        for job in jobs:
+            spec = view.job(job)
+            need = self.placement.demand(spec)
+            for key in self.placement.keys(view, spec):
+                if budget.get(key, 0) >= need:
+                    budget[key] -= need
+                    batch.append((-need, job))
+                    break
+            else:
+                skipped.append(job)
+        batch.sort(key=lambda b: b[0])  # stable
+        return [job for _, job in batch], skipped
+
+    def rank(self, view: ClusterView) -> Iterator[int]:
+        self.blocked = None
+        aged, rest = self.pending_ranked(view)
+        for job in aged:
+            yield job
+            if view.status_of(job) == JobStatus.PENDING:
+                self.blocked = job
+                return
+        budget = {k: view.total_free(*k) for k in view.pool_types()}
+        if not rest or not any(budget.values()):
+            return
+        batch, skipped = self._batch(view, rest, budget)
+        failed = False
+        for job in batch:
+            yield job
+            failed |= view.status_of(job) == JobStatus.PENDING
+        if failed:
+            yield from skipped
+
+    def plan_order(self, view: ClusterView, free: FreeMap) -> Iterator[tuple[int, bool]]:
+        """(job, aged) in the order :meth:`rank` would try them if ``free`` were the free GPUs:
+        aged jobs, then the batch (the jobs skipped are left out: they cannot fit)."""
+        aged, rest = self.pending_ranked(view)
+        for job in aged:
+            yield job, True
+        budget = {k: free.total(k) for k in view.pool_types()}
+        for job in self._batch(view, rest, budget)[0]:
+            yield job, False
+
+
+def build(
+    name: str,
+    config: ArylConfig | None = None,
+    elastic: bool = True,
+    grouped: bool = True,
+    afs: bool = False,
+) -> ComposedScheduler:
+    """An Aryl-family scheduler.
+
+    :param elastic: elastic jobs start at their base and phase 2 scales them (off: "Basic").
+    :param grouped: elastic jobs prefer loaned servers and keep their flexible workers off the
+        servers of their base workers (off: the ``aryl-nogroup`` ablation).
+    :param afs: phase 2 by AFS's greedy instead of the knapsack.
+    """
+    cfg = config or ArylConfig()
+    placement = ArylPlacement(elastic=elastic, loaned_first=grouped)
+    ordering = ArylOrdering(placement, cfg.age_bound_s)
+    scaling: Scaling = NoScaling()
+    room: Preemption = NoPreemption()
+    if elastic:
+        kind = AfsScaling if afs else ArylScaling
+        scaling = kind(cfg, placement, ordering, group_flex=grouped)
+        if cfg.make_room:
+            room = ArylRoom(placement, ordering)
+    return ComposedScheduler(
+        name,
+        ordering=ordering,
+        placement=placement,
+        scaling=scaling,
+        preemption=room,
+        reclaimer=ArylReclaim(cfg.checkpoint_interval_s),
+        borrows=True,
+    )
+
+
+def aryl(config: ArylConfig | None = None) -> ComposedScheduler:
+    return build("aryl", config)
+
+
+def aryl_basic(config: ArylConfig | None = None) -> ComposedScheduler:
+    return build("aryl-basic", config, elastic=False)
+
+
+def aryl_nogroup(config: ArylConfig | None = None) -> ComposedScheduler:
+    return build("aryl-nogroup", config, grouped=False)
+
+
+def afs(config: ArylConfig | None = None) -> ComposedScheduler:
+    return build("afs", config, afs=True)
+
+
+register("aryl", aryl, ArylConfig)
+register("aryl-basic", aryl_basic, ArylConfig)
+register("aryl-nogroup", aryl_nogroup, ArylConfig)
+register("afs", afs, ArylConfig)
