@@ -23,7 +23,16 @@ from envs.sim.config import ConfigError, parse_sets
 from envs.sim.inference import InferenceConfigError
 from envs.sim.workload import TraceError
 
-TABLE_KEYS = ("avg_jct_s", "p95_jct_s", "avg_queue_s", "makespan_s", "utilization", "preemptions", "jobs_unfinished")
+#: metric -> column heading of the printed table
+TABLE = {
+    "avg_jct_s": "avg JCT s",
+    "p95_jct_s": "p95 JCT s",
+    "avg_queue_s": "avg queue s",
+    "makespan_s": "makespan s",
+    "utilization": "usage",
+    "preemptions": "preempt",
+    "jobs_unfinished": "unfinished",
+}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -88,10 +97,10 @@ def main(argv: list[str] | None = None) -> int:
 
     table = Table(title=f"{scenario}: mean over seeds {args.seeds}")
     table.add_column("policy")
-    for k in TABLE_KEYS:
-        table.add_column(k, justify="right")
-    for (policy, _), row in ev.mean_by_policy(results, TABLE_KEYS).items():
-        table.add_row(policy, *(_fmt(row[k]) for k in TABLE_KEYS))
+    for heading in TABLE.values():
+        table.add_column(heading, justify="right")
+    for (policy, _), row in ev.mean_by_policy(results, list(TABLE)).items():
+        table.add_row(policy, *(_fmt(row[k]) for k in TABLE))
     console.print(table)
     if args.out:
         ev.write_results(Path(args.out), results, ["evaluate.py", *(argv if argv is not None else sys.argv[1:])])

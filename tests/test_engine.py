@@ -222,3 +222,29 @@ def test_non_borrowing_policy_is_never_offered_a_loan(tmp_path):
     r = run(srv, [job(0, 0, 100, 1)], make("fifo"), demand=DemandCurve(inf, 1))
     assert events(r, "loan") == []
     assert r.usage.capacity_loaned_gpu_s == 0.0
+
+
+def test_contention_slows_co_located_jobs_and_lifts_when_they_leave():
+    # contention 0.5: with k others on a shared server a job runs at 1 / (1 + 0.5 k).
+    # A, B (300 s each) share server 0 from t=0: rate 2/3 each. C joins at 150: all at 1/2.
+    # By 150 A and B did 100; 200 left at 1/2 -> finish at 550. C did 200 by 550, then alone:
+    # 100 left at rate 1 -> 650.
+    cfg = SimConfig(restart_base_s=0.0, restart_per_gpu_s=0.0, checkpoint_interval_s=0.0, sample_s=0.0, contention=0.5)
+    script = {0.0: [Start(0, ((0, 1),)), Start(1, ((0, 1),))], 150.0: [Start(2, ((0, 1),))]}
+    jobs = [job(0, 0, 300, 1), job(1, 0, 300, 1), job(2, 150, 300, 1)]
+    r = run(servers(1), jobs, Scripted(script), cfg)
+    np.testing.assert_allclose(r.finish, [550.0, 550.0, 650.0], rtol=1e-12)
+
+
+def test_per_run_fluctuation_is_seeded():
+    cfg = SimConfig(restart_base_s=0.0, restart_per_gpu_s=0.0, sample_s=0.0, fluctuation=0.2)
+    jobs = [job(i, 10.0 * i, 1000, 1) for i in range(5)]
+
+    def finishes(seed):
+        e = Engine(servers(1), jobs, make("fifo"), Linear(), None, cfg, np.random.default_rng(seed))
+        return e.run().finish
+
+    a, b, c = finishes(1), finishes(1), finishes(2)
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, c)
+    assert not np.allclose(a - np.array([10.0 * i for i in range(5)]), 1000.0)

@@ -83,6 +83,10 @@ class SimConfig:
     :param repair_h: mean hours to repair a failed server (exponential).
     :param horizon_s: the episode is cut here; jobs not done are reported unfinished.
     :param sample_s: period of the time series (queue, usage, loaned servers).
+    :param fluctuation: per-run speed noise: each (re)start draws a log-normal factor with this
+        sigma (machines of the public cloud fluctuate; 0 = none).
+    :param contention: co-location slowdown: a job runs ``1 / (1 + contention x k)`` times as
+        fast while k other jobs share one of its servers (0 = no interference).
     :param stall_s: stop (as truncated) when every job has arrived, none holds GPUs and none has
         started for this long: the policy will never run the ones left.
     """
@@ -94,6 +98,8 @@ class SimConfig:
     repair_h: float = 2.0
     horizon_s: float = math.inf
     sample_s: float = 300.0
+    fluctuation: float = 0.0
+    contention: float = 0.0
     stall_s: float = 7 * 86400.0
 
 
@@ -106,6 +112,7 @@ class _Job:
         "base_rate",
         "bounds",
         "cap_at_submit",
+        "crowd",
         "fair",
         "finish",
         "first_start",
@@ -119,6 +126,7 @@ class _Job:
         "lost_work",
         "migrations",
         "mults",
+        "noise",
         "nservers",
         "phase",
         "preempt_reclaim",
@@ -184,6 +192,8 @@ class _Job:
         self.sys_at_submit = 0.0
         self.cap_at_submit = 0.0
         self.fair = 1.0
+        self.noise = 1.0  # this run's speed fluctuation
+        self.crowd = 1.0  # co-location slowdown
 
 
 @dataclass(frozen=True)
@@ -266,7 +276,8 @@ class Engine:
             if j.job_id != i:
                 raise ValueError(f"job ids must be 0..n-1 in submit order; job {i} has id {j.job_id}")
         self.jobs = [_Job(s) for s in self.specs]
-        self.rng = rng if rng is not None else np.random.default_rng(0)
+        rng = rng if rng is not None else np.random.default_rng(0)
+        self.rng_fail, self.rng_speed = rng.spawn(2)
         self.now = 0.0
         self._heap: list[tuple[float, int, int, int, int]] = []
         self._seq = 0
@@ -361,7 +372,7 @@ class Engine:
             self._push(0.0, SAMPLE)
         if c.mtbf_h > 0:
             for sid in range(len(self.cluster.servers)):
-                self._push(float(self.rng.exponential(c.mtbf_h * 3600.0)), FAIL, sid)
+                self._push(float(self.rng_fail.exponential(c.mtbf_h * 3600.0)), FAIL, sid)
         self._handlers = (
             self._on_milestone,
             self._on_grace_done,
@@ -442,7 +453,7 @@ class Engine:
         if j.phase < len(j.bounds) - 1:
             j.work_done = j.bounds[j.phase]
             j.phase += 1
-            j.rate = j.base_rate * j.mults[j.phase]
+            self._set_rate(j)
             self._schedule_milestone(j)
             if self._trace:
                 self._record("phase", idx, f"x{j.mults[j.phase]:g}")
@@ -557,7 +568,7 @@ class Engine:
             self.cap_training -= cl.servers[sid].num_gpus
         cl.set_status(sid, ServerStatus.FAILED)
         self._inference_failed += int(cl.servers[sid].pool == Pool.INFERENCE)
-        self._push(self.now + float(self.rng.exponential(self.config.repair_h * 3600.0)), REPAIR, sid)
+        self._push(self.now + float(self.rng_fail.exponential(self.config.repair_h * 3600.0)), REPAIR, sid)
         if self._trace:
             self._record("fail", sid)
         return True
@@ -571,7 +582,7 @@ class Engine:
         else:
             cl.set_status(sid, ServerStatus.INFERENCE)
             self._inference_failed -= 1
-        self._push(self.now + float(self.rng.exponential(self.config.mtbf_h * 3600.0)), FAIL, sid)
+        self._push(self.now + float(self.rng_fail.exponential(self.config.mtbf_h * 3600.0)), FAIL, sid)
         if self._trace:
             self._record("repair", sid)
         return True
@@ -735,12 +746,41 @@ class Engine:
 
     def _restart(self, j: _Job) -> None:
         assert j.gpu_type is not None
-        j.workers, j.nservers, j.base_rate = self._speed(j, j.base, j.flex, j.gpu_type)
-        j.rate = j.base_rate * j.mults[j.phase]
         c = self.config
+        j.workers, j.nservers, j.base_rate = self._speed(j, j.base, j.flex, j.gpu_type)
+        if c.fluctuation > 0.0:
+            j.noise = float(np.exp(self.rng_speed.normal(0.0, c.fluctuation)))
+            j.base_rate *= j.noise
+        if c.contention > 0.0:
+            j.crowd = self._crowd(j)
+            self._recrowd(j)
+        self._set_rate(j)
         j.progress_from = self.now + c.restart_base_s + c.restart_per_gpu_s * j.workers
         j.last_settle = self.now
         self._schedule_milestone(j)
+
+    def _set_rate(self, j: _Job) -> None:
+        j.rate = j.base_rate * j.mults[j.phase] * j.crowd
+
+    def _crowd(self, j: _Job) -> float:
+        hosted = self.cluster.hosted
+        others = {k for s, _ in (*j.base, *j.flex) for k in hosted[s]}
+        others.discard(j.idx)
+        return 1.0 / (1.0 + self.config.contention * len(others))
+
+    def _recrowd(self, j: _Job, servers: Alloc = ()) -> None:
+        """Re-rate the jobs sharing a server with ``j`` (or with ``servers``) after ``j`` moved."""
+        hosted = self.cluster.hosted
+        near = {k for s, _ in (*j.base, *j.flex, *servers) for k in hosted[s]}
+        near.discard(j.idx)
+        for idx in sorted(near):
+            k = self.jobs[idx]
+            crowd = self._crowd(k)
+            if crowd != k.crowd and k.status == JobStatus.RUNNING:
+                self._settle(k)
+                k.crowd = crowd
+                self._set_rate(k)
+                self._schedule_milestone(k)
 
     def _rescale(self, j: _Job, flex: Alloc) -> None:
         cl = self.cluster
@@ -752,9 +792,11 @@ class Engine:
         for sid, n in flex:
             cl.allocate(sid, j.idx, n)
             self._count_busy(sid, n)
-        j.flex = flex
+        old_flex, j.flex = j.flex, flex
         j.scales += 1
         self._restart(j)
+        if self.config.contention > 0.0:
+            self._recrowd(j, old_flex)
         if self._trace:
             self._record("scale", j.idx, _fmt(j.base, flex))
 
@@ -773,10 +815,13 @@ class Engine:
             for sid, n in part:
                 cl.release(sid, j.idx, n)
                 self._count_busy(sid, -n)
+        held = (*j.base, *j.flex)
         j.base = j.flex = ()
         j.workers = j.nservers = 0
         j.rate = 0.0
         j.version += 1
+        if self.config.contention > 0.0:
+            self._recrowd(j, held)
 
     def _on_reclaiming(self, j: _Job) -> bool:
         st = self.cluster.status

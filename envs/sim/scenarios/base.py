@@ -36,13 +36,35 @@ class ClusterConfig:
     :param training_gpu: their GPU type (a name from ``model.GPU_TYPES``).
     :param inference_servers: servers of the inference cluster (0 = no loaning at all).
     :param inference_gpu: their GPU type.
-    :param gpus_per_server: GPUs in every server."""
+    :param gpus_per_server: GPUs in every server.
+    :param training_mix: a heterogeneous training pool instead, as ``"TYPE:COUNT,TYPE:COUNT"``
+        (e.g. ``"V100-32GB:6,A100-40GB:4"``); empty = ``training_servers`` of ``training_gpu``.
+    :param speed_groups: machines fall into this many racks / SKU groups whose speed differs by
+        a latent factor (0 = every machine at nominal speed). Each group's factor is log-normal
+        with sigma ``group_sigma``; each machine's adds its own, sigma ``server_sigma``.
+        Servers are assigned to groups round-robin; draws come from the scenario's seed."""
 
     training_servers: int = 16
     training_gpu: str = "V100-32GB"
     inference_servers: int = 24
     inference_gpu: str = "T4-16GB"
     gpus_per_server: int = 8
+    training_mix: str = ""
+    speed_groups: int = 0
+    group_sigma: float = 0.15
+    server_sigma: float = 0.05
+
+    def training_types(self) -> list[tuple[str, int]]:
+        """(GPU type, servers) of the training pool."""
+        if not self.training_mix:
+            return [(self.training_gpu, self.training_servers)]
+        out = []
+        for part in self.training_mix.split(","):
+            name, _, count = part.strip().rpartition(":")
+            if not name or not count.isdigit():
+                raise ConfigError(f"cluster.training_mix expects TYPE:COUNT,..., got '{self.training_mix}'.")
+            out.append((name, int(count)))
+        return out
 
 
 @dataclass(frozen=True)
@@ -112,21 +134,24 @@ def get(name: str, overrides: Mapping[str, str] | None = None) -> Scenario:
     return apply_overrides(s, overrides or {}) if overrides else s
 
 
-def servers_of(c: ClusterConfig) -> list[ServerSpec]:
-    for name in (c.training_gpu, c.inference_gpu):
+def servers_of(c: ClusterConfig, rng: np.random.Generator | None = None) -> list[ServerSpec]:
+    """The servers, training pool first. Machine speed factors need ``rng`` (else nominal)."""
+    mix = c.training_types()
+    for name in [t for t, _ in mix] + [c.inference_gpu]:
         if name not in GPU_TYPES:
             raise ConfigError(f"unknown GPU type '{name}'; known types: {', '.join(GPU_TYPES)}.")
-    if c.training_servers < 1 or c.inference_servers < 0 or c.gpus_per_server < 1:
+    if sum(n for _, n in mix) < 1 or c.inference_servers < 0 or c.gpus_per_server < 1:
         raise ConfigError("the cluster needs at least one training server and one GPU per server.")
-    out = [
-        ServerSpec(i, GPU_TYPES[c.training_gpu], c.gpus_per_server, Pool.TRAINING) for i in range(c.training_servers)
-    ]
-    n = len(out)
-    out += [
-        ServerSpec(n + i, GPU_TYPES[c.inference_gpu], c.gpus_per_server, Pool.INFERENCE)
-        for i in range(c.inference_servers)
-    ]
-    return out
+    pools = [(GPU_TYPES[t], Pool.TRAINING) for t, n in mix for _ in range(n)]
+    pools += [(GPU_TYPES[c.inference_gpu], Pool.INFERENCE)] * c.inference_servers
+    speeds = [1.0] * len(pools)
+    groups = [0] * len(pools)
+    if c.speed_groups > 0 and rng is not None:
+        group_factor = np.exp(rng.normal(0.0, c.group_sigma, c.speed_groups))
+        own = np.exp(rng.normal(0.0, c.server_sigma, len(pools)))
+        groups = [i % c.speed_groups for i in range(len(pools))]
+        speeds = [float(group_factor[g] * own[i]) for i, g in enumerate(groups)]
+    return [ServerSpec(i, gpu, c.gpus_per_server, pool, groups[i], speeds[i]) for i, (gpu, pool) in enumerate(pools)]
 
 
 def mean_gpu_seconds(w: SyntheticWorkload) -> float:
@@ -147,11 +172,11 @@ def mean_gpu_seconds(w: SyntheticWorkload) -> float:
 
 def build(s: Scenario, seed: int) -> Built:
     """Draw the scenario's jobs and inference noise for ``seed`` (independent streams)."""
-    streams = [np.random.default_rng(x) for x in np.random.SeedSequence(seed).spawn(5)]
-    wl_rng, attr_rng, inf_rng, fail_rng, pol_rng = streams
-    servers = servers_of(s.cluster)
+    streams = [np.random.default_rng(x) for x in np.random.SeedSequence(seed).spawn(6)]
+    wl_rng, attr_rng, inf_rng, fail_rng, pol_rng, machine_rng = streams
+    servers = servers_of(s.cluster, machine_rng)
     w = s.workload
-    training_gpus = s.cluster.training_servers * s.cluster.gpus_per_server
+    training_gpus = sum(x.num_gpus for x in servers if x.pool == Pool.TRAINING)
     largest = max(training_gpus, s.cluster.inference_servers * s.cluster.gpus_per_server)
     if w.trace:
         rows = load_trace(w.trace, max_gpus_per_job=largest)

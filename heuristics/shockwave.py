@@ -1,0 +1,196 @@
+"""Shockwave (Zheng et al., 2022): fair and efficient scheduling under dynamic adaptation.
+
+Round based. Every ``round_s`` the policy runs round ``r`` of its current plan; it re-plans at a
+round boundary when jobs arrived or finished since the last plan, or every ``replan_every``
+rounds. A plan covers ``window_rounds`` rounds and is the MILP of :mod:`heuristics.shockwave_plan`:
+maximise ``(1/(N T)) sum_j log(progress_j after the window) - k max_j remaining_j`` under the
+capacity of each round and, per job, the finish-time-fairness constraint
+``T_next + R_j / share <= rho_max F_hat_j`` (``T_next``: the end of the window, ``R_j``: the
+remaining time after it, ``share = min(1, GPUs / jobs)``, ``F_hat_j``: the smoothed fair finish
+time of :mod:`heuristics.shockwave_estimate`). If those constraints cannot all hold, they are
+dropped and each lagging job's log-progress is boosted by ``rho_hat_j ** lam``, where
+``rho_hat_j = (now + R_j / share) / F_hat_j`` (``rho_hat_j ** near_done_power`` for a lagging
+job with less than a round left, as Shockwave's ``priority_M``), capped at ``boost_cap`` (ours:
+keeps the MILP's coefficients within a solver's numerical range).
+
+Remaining times are the Dirichlet estimates over the job's batch-size regimes; the policy never
+reads ``JobSpec.duration`` or ``JobSpec.speed_phases`` (see :mod:`heuristics.shockwave_estimate`
+for exactly what it reads).
+
+Executing a round (:mod:`heuristics.shockwave_rounds`): the planned set, jobs in priority order
+(boost, then running ones, then the most lagging), then the work-conserving fill: the other jobs
+by longest estimated remaining time. Running jobs outside the round's set are preempted at the
+boundary (not gracefully; the ``dynamic`` scenario checkpoints every round, so no work is lost,
+and each resume pays the restart overhead). Between boundaries the policy does nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from envs.sim.policy import Action, ClusterView, FewestJobsReclaim, JobStatus
+from heuristics.registry import register
+from heuristics.shockwave_estimate import RegimeObserver
+from heuristics.shockwave_plan import LOG_POINTS, Plan, PlanInput, arrange, solve
+from heuristics.shockwave_rounds import capacity, round_actions
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ShockwaveConfig:
+    """:param round_s: seconds per round (Shockwave: 120).
+    :param window_rounds: rounds a plan covers, ``T`` (Shockwave: 20).
+    :param replan_every: re-plan after this many rounds even if no job arrived or finished.
+    :param k: weight of the largest remaining time in seconds (Shockwave: 1e-3).
+    :param rho_max: finish-time fairness bound (Shockwave: 1.0).
+    :param lam: boost exponent of a lagging job when the bound is dropped (Shockwave: 12).
+    :param near_done_power: boost exponent of a lagging job with less than a round left
+        (Shockwave: 100).
+    :param boost_cap: largest boost (ours).
+    :param momentum: weight of the time average in the smoothed fair finish time (Shockwave: 0.9).
+    :param fairness: enforce the finish-time-fairness constraint (off: the efficiency terms only).
+    :param time_limit_s: HiGHS time limit per solve (Shockwave: 15 s for Gurobi/MOSEK).
+    :param mip_rel_gap: relative optimality gap (Shockwave: 1e-3).
+    :param log_points: tangent points of the log approximation."""
+
+    round_s: float = 120.0
+    window_rounds: int = 20
+    replan_every: int = 8
+    k: float = 1e-3
+    rho_max: float = 1.0
+    lam: float = 12.0
+    near_done_power: float = 100.0
+    boost_cap: float = 1e4
+    momentum: float = 0.9
+    fairness: bool = True
+    time_limit_s: float = 1.0
+    mip_rel_gap: float = 1e-3
+    log_points: tuple[float, ...] = LOG_POINTS
+
+
+@dataclass(frozen=True)
+class PlanRecord:
+    """One re-plan, for benchmarks: when, how many jobs, which outcome, how long."""
+
+    time: float
+    jobs: int
+    status: str
+    relaxed: bool
+    seconds: float
+
+
+@dataclass
+class Shockwave:
+    config: ShockwaveConfig = field(default_factory=ShockwaveConfig)
+    name: str = "shockwave"
+    borrows: bool = False
+
+    def __post_init__(self) -> None:
+        self.round_s: float | None = self.config.round_s
+        self.observer = RegimeObserver()
+        self.plans: list[PlanRecord] = []
+        self._jobs: tuple[int, ...] = ()  # the jobs of the current plan
+        self._rounds: list[list[int]] = []  # the plan, round by round, in priority order
+        self._at = 0  # next round of the plan to run
+        self._remaining: dict[int, float] = {}
+        self._reclaim = FewestJobsReclaim()
+
+    # ------------------------------------------------------------------ decisions
+    def decide(self, view: ClusterView) -> Iterator[Action]:
+        self.observer.observe(view)
+        if not view.round_tick:
+            return
+        active = tuple(sorted([*view.pending, *(j for j in view.running if view.status_of(j) == JobStatus.RUNNING)]))
+        if not active:
+            return
+        if active != self._jobs or self._at >= min(self.config.replan_every, len(self._rounds)):
+            self._plan(view, active, changed=set(active) != set(self._jobs))
+        chosen = [j for j in self._rounds[self._at] if j in self._remaining]
+        self._at += 1
+        rest = sorted((j for j in active if j not in set(chosen)), key=lambda j: (-self._remaining[j], j))
+        yield from round_actions(view, [*chosen, *rest])
+
+    def _plan(self, view: ClusterView, active: tuple[int, ...], changed: bool) -> None:
+        c = self.config
+        now = view.now
+        for j in set(self._jobs) - set(active):
+            self.observer.forget(j)
+        gpus_total = capacity(view)
+        share = min(1.0, gpus_total / len(active))
+        est = [self.observer.estimate(view, j) for j in active]
+        progress = np.array([e[0] for e in est])
+        remaining = np.maximum(np.array([e[1] for e in est]), 1.0)
+        self._remaining = dict(zip(active, remaining.tolist(), strict=True))
+        submit = np.array([view.job(j).submit_time for j in active])
+        if changed:
+            for i, j in enumerate(active):
+                fair = submit[i] + (est[i][2] + remaining[i]) / share
+                self.observer.record_fair_finish(j, now, float(fair))
+        fair_hat = np.array([self.observer.fair_finish(j, now, c.momentum) for j in active])
+        gpus = np.array([view.job(j).num_gpus for j in active], dtype=np.int64)
+        t_next = now + c.window_rounds * c.round_s
+        base = PlanInput(
+            gpus=gpus,
+            remaining=remaining,
+            progress=np.minimum(progress, 1.0 - 1e-9),
+            weights=np.ones(len(active)),
+            capacity=gpus_total,
+            rounds=c.window_rounds,
+            round_s=c.round_s,
+            k=c.k,
+            log_points=c.log_points,
+        )
+        rho_hat = (now + remaining / share) / fair_hat
+        weights = base.weights
+        plan: Plan | None = None
+        if c.fairness:
+            lower = remaining - share * (c.rho_max * fair_hat - t_next)
+            plan = solve(_with(base, lower=lower), c.time_limit_s, c.mip_rel_gap)
+        relaxed = plan is None or plan.status == "infeasible"
+        if relaxed:
+            lagging = rho_hat > c.rho_max
+            power = np.where(remaining < c.round_s, c.near_done_power, c.lam)
+            with np.errstate(over="ignore"):
+                boost = np.where(lagging, np.power(np.maximum(rho_hat, 1.0), power), 1.0)
+            weights = np.minimum(boost, c.boost_cap)
+            plan = solve(_with(base, weights=weights), c.time_limit_s, c.mip_rel_gap)
+        assert plan is not None
+        self.plans.append(PlanRecord(now, len(active), plan.status, relaxed and c.fairness, plan.seconds))
+        running = {j for j in active if view.status_of(j) == JobStatus.RUNNING}
+        order = sorted(
+            range(len(active)),
+            key=lambda i: (-weights[i], active[i] not in running, -rho_hat[i], active[i]),
+        )
+        x = arrange(plan.x, gpus, gpus_total, order)
+        rank = {i: r for r, i in enumerate(order)}
+        self._rounds = [
+            [active[i] for i in sorted(np.flatnonzero(x[:, t]).tolist(), key=rank.__getitem__)]
+            for t in range(x.shape[1])
+        ]
+        self._jobs = active
+        self._at = 0
+        logger.debug(
+            "[t=%.1f] plan for %d jobs: %s%s in %.3f s, round 0 runs %d",
+            now, len(active), plan.status, " (relaxed)" if relaxed else "", plan.seconds, len(self._rounds[0]),
+        )
+
+    def reclaim(self, view: ClusterView, k: int) -> list[int]:
+        return list(self._reclaim.reclaim(view, k))
+
+
+def _with(inp: PlanInput, **changes: object) -> PlanInput:
+    return dataclasses.replace(inp, **changes)  # type: ignore[arg-type]
+
+
+def shockwave(config: ShockwaveConfig | None = None) -> Shockwave:
+    return Shockwave(config or ShockwaveConfig())
+
+
+register("shockwave", shockwave, ShockwaveConfig)
+

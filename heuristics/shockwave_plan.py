@@ -1,0 +1,267 @@
+"""Shockwave's planner: which job runs in which of the next ``T`` rounds, as a MILP.
+
+Variables: binary ``x[j, t]`` (job ``j`` runs, gang on its ``g_j`` GPUs, in round ``t``);
+``y_j >= 0``, the seconds of its remaining run time the window covers; ``u_j``, its linearised
+log-progress; ``z``, the largest remaining time after the window. With ``R_j`` the estimated
+remaining time at the requested allocation, ``f_j`` the progress so far and ``w_j`` the weights
+(1, or the boosts after a relaxation)::
+
+    maximise   (1 / (N T)) sum_j w_j u_j  -  k z
+    subject to sum_j g_j x[j, t] <= G                        every round (capacity)
+               y_j <= round_s * sum_t x[j, t],  y_j <= R_j     (time the window gives)
+               sum_t x[j, t] <= ceil(R_j / round_s)          (no round beyond the job's need; ours)
+               p_j = f_j + (1 - f_j) y_j / R_j                 (progress after the window)
+               u_j <= log(p_k) + (p_j - p_k) / p_k            every tangent point p_k
+               z >= R_j - y_j
+               y_j >= L_j                                     (finish-time fairness, optional)
+
+The log is concave and maximised, so the tangent cuts make ``u_j`` the tangent envelope
+``min_k [log p_k + (p - p_k)/p_k] >= log p``, exact at each ``p_k`` (ours: geometric points from
+0.005 to 1; Shockwave uses an SOS2 interpolation on 0, 0.2, ..., 1 with binaries, which the
+concavity makes unnecessary). Progress is mapped linearly onto the remaining time (ours;
+Shockwave converts time to epochs with the mean epoch duration seen so far). ``L_j`` comes from
+Shockwave's constraint ``T_next + (R_j - y_j) / share <= rho_max F_hat_j``.
+
+Solved by HiGHS (``scipy.optimize.milp``) under ``time_limit``: when the limit hits, the best
+incumbent is used; without one, :func:`greedy` (ours): jobs by weight then remaining time, each
+taking up to its rounds needed in the earliest rounds with room.
+
+The MILP's rounds are interchangeable (only ``n_j = sum_t x[j, t]`` enters the objective), so
+:func:`arrange` (ours, in the spirit of Shockwave's ``rank_in_schedule_jobs``) re-lays each job's
+``n_j`` rounds as one block, in a priority order, at the earliest rounds with room: a job that is
+running and planned keeps running instead of pausing and paying a restart.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import Bounds, LinearConstraint, milp
+from scipy.sparse import coo_matrix
+
+logger = logging.getLogger(__name__)
+
+LOG_POINTS: tuple[float, ...] = (0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.7, 1.0)
+
+
+@dataclass(frozen=True)
+class PlanInput:
+    """One planning problem (arrays indexed by the jobs in the plan).
+
+    :param gpus: GPUs of each job (its gang).
+    :param remaining: estimated remaining seconds at the requested allocation, > 0.
+    :param progress: fraction of the work done, in [0, 1).
+    :param weights: weight of each job's log-progress (1 unless boosted).
+    :param capacity: GPUs per round.
+    :param rounds: rounds in the window (``T``).
+    :param round_s: seconds per round.
+    :param k: weight of the largest remaining time, per second.
+    :param lower: fairness lower bounds ``L_j`` on ``y_j`` in seconds, or ``None``.
+    :param log_points: tangent points of the log approximation, in (0, 1].
+    """
+
+    gpus: np.ndarray
+    remaining: np.ndarray
+    progress: np.ndarray
+    weights: np.ndarray
+    capacity: int
+    rounds: int
+    round_s: float
+    k: float
+    lower: np.ndarray | None = None
+    log_points: tuple[float, ...] = LOG_POINTS
+
+    @property
+    def n(self) -> int:
+        return len(self.gpus)
+
+    def need(self) -> np.ndarray:
+        """Rounds each job can use: ``ceil(R_j / round_s)``, at most ``T``."""
+        return np.minimum(np.ceil(self.remaining / self.round_s - 1e-9), self.rounds).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """:param x: ``(N, T)`` booleans, job j runs in round t.
+    :param status: ``optimal``, ``incumbent`` (time limit, best found), ``greedy`` (fallback) or
+        ``infeasible`` (the fairness bounds cannot hold; ``x`` is empty).
+    :param objective: the approximated objective of ``x`` (:func:`objective`).
+    :param seconds: wall-clock time of the solve."""
+
+    x: np.ndarray
+    status: str
+    objective: float
+    seconds: float
+
+
+def log_envelope(p: np.ndarray | float, points: Sequence[float] = LOG_POINTS) -> np.ndarray:
+    """``min_k log(p_k) + (p - p_k) / p_k``: the tangent envelope of log."""
+    pk = np.asarray(points, dtype=float)
+    p = np.asarray(p, dtype=float)
+    return np.min(np.log(pk) + (p[..., None] - pk) / pk, axis=-1)
+
+
+def objective(inp: PlanInput, x: np.ndarray) -> float:
+    """The MILP's objective for a plan ``x``, with the best ``y`` for it."""
+    n_rounds = x.sum(axis=1)
+    y = np.minimum(inp.remaining, inp.round_s * n_rounds)
+    p = inp.progress + (1.0 - inp.progress) * y / inp.remaining
+    u = log_envelope(p, inp.log_points)
+    return float(np.sum(inp.weights * u) / (inp.n * inp.rounds) - inp.k * np.max(inp.remaining - y))
+
+
+def feasible_bounds(inp: PlanInput) -> bool:
+    """Whether the fairness bounds can hold job by job and in total GPU-rounds."""
+    if inp.lower is None:
+        return True
+    need = inp.need()
+    if np.any(inp.lower > np.minimum(inp.remaining, inp.round_s * need) + 1e-6):
+        return False
+    rounds = np.ceil(np.maximum(inp.lower, 0.0) / inp.round_s - 1e-9)
+    return bool(np.sum(inp.gpus * rounds) <= inp.capacity * inp.rounds)
+
+
+def solve(inp: PlanInput, time_limit: float = 1.0, gap: float = 1e-3) -> Plan:
+    """Solve the planning MILP (module docstring)."""
+    t0 = time.perf_counter()
+    n, t_n = inp.n, inp.rounds
+    if n == 0:
+        return Plan(np.zeros((0, t_n), dtype=bool), "optimal", 0.0, 0.0)
+    if not feasible_bounds(inp):
+        return Plan(np.zeros((n, t_n), dtype=bool), "infeasible", math.nan, time.perf_counter() - t0)
+    nx = n * t_n
+    iy, iu, iz = nx, nx + n, nx + 2 * n
+    nv = iz + 1
+    pts = np.asarray(inp.log_points, dtype=float)
+    kk = len(pts)
+    need = inp.need()
+    jx = np.arange(nx) // t_n  # job of each x column
+    rows: list[np.ndarray] = []
+    cols: list[np.ndarray] = []
+    vals: list[np.ndarray] = []
+    hi: list[np.ndarray] = []
+    r = 0
+    # capacity per round
+    rows.append(np.arange(nx) % t_n)
+    cols.append(np.arange(nx))
+    vals.append(inp.gpus[jx].astype(float))
+    hi.append(np.full(t_n, float(inp.capacity)))
+    r += t_n
+    # y_j - round_s * sum_t x[j, t] <= 0
+    rows += [r + jx, r + np.arange(n)]
+    cols += [np.arange(nx), iy + np.arange(n)]
+    vals += [np.full(nx, -inp.round_s), np.ones(n)]
+    hi.append(np.zeros(n))
+    r += n
+    # sum_t x[j, t] <= need_j
+    rows.append(r + jx)
+    cols.append(np.arange(nx))
+    vals.append(np.ones(nx))
+    hi.append(need.astype(float))
+    r += n
+    # tangent cuts: u_j - a_j / p_k * y_j <= log p_k - 1 + f_j / p_k
+    a = (1.0 - inp.progress) / inp.remaining
+    jj = np.repeat(np.arange(n), kk)
+    pp = np.tile(pts, n)
+    rr = r + np.arange(n * kk)
+    rows += [rr, rr]
+    cols += [iu + jj, iy + jj]
+    vals += [np.ones(n * kk), -a[jj] / pp]
+    hi.append(np.log(pp) - 1.0 + inp.progress[jj] / pp)
+    r += n * kk
+    # -z - y_j <= -R_j
+    rows += [r + np.arange(n), r + np.arange(n)]
+    cols += [np.full(n, iz), iy + np.arange(n)]
+    vals += [-np.ones(n), -np.ones(n)]
+    hi.append(-inp.remaining)
+    r += n
+    a_mat = coo_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(r, nv))
+    upper = np.concatenate(hi)
+    c = np.zeros(nv)
+    c[iu:iz] = -inp.weights / (n * t_n)
+    c[iz] = inp.k
+    lb = np.zeros(nv)
+    ub = np.ones(nv)
+    y_hi = np.minimum(inp.remaining, inp.round_s * need)
+    lb[iy:iu] = 0.0 if inp.lower is None else np.clip(inp.lower, 0.0, y_hi)
+    ub[iy:iu] = y_hi
+    lb[iu:iz] = -np.inf
+    ub[iu:iz] = np.inf
+    ub[iz] = np.inf
+    integrality = np.zeros(nv)
+    integrality[:nx] = 1
+    res = milp(
+        c,
+        constraints=LinearConstraint(a_mat.tocsr(), -np.inf, upper),
+        integrality=integrality,
+        bounds=Bounds(lb, ub),
+        options={"time_limit": time_limit, "mip_rel_gap": gap},
+    )
+    if res.x is not None:
+        x = res.x[:nx].reshape(n, t_n) > 0.5
+        if _valid(inp, x):
+            status = "optimal" if res.status == 0 else "incumbent"
+            return Plan(x, status, objective(inp, x), time.perf_counter() - t0)
+    if res.status == 2:
+        return Plan(np.zeros((n, t_n), dtype=bool), "infeasible", math.nan, time.perf_counter() - t0)
+    logger.info("planner: no incumbent (%s); greedy plan for %d jobs", res.message, n)
+    x = greedy(inp)
+    return Plan(x, "greedy", objective(inp, x), time.perf_counter() - t0)
+
+
+def _valid(inp: PlanInput, x: np.ndarray) -> bool:
+    if np.any(inp.gpus @ x > inp.capacity) or np.any(x.sum(axis=1) > inp.need()):
+        return False
+    if inp.lower is None:
+        return True
+    y = np.minimum(inp.remaining, inp.round_s * x.sum(axis=1))
+    return bool(np.all(y >= inp.lower - 1e-6))
+
+
+def greedy(inp: PlanInput) -> np.ndarray:
+    """Fallback plan: jobs by weight, then remaining time (both descending), each taking up to
+    its rounds needed in the earliest rounds with room."""
+    order = sorted(range(inp.n), key=lambda j: (-inp.weights[j], -inp.remaining[j], j))
+    x = np.zeros((inp.n, inp.rounds), dtype=bool)
+    room = np.full(inp.rounds, inp.capacity, dtype=np.int64)
+    need = inp.need()
+    for j in order:
+        g = int(inp.gpus[j])
+        for t in range(inp.rounds):
+            if x[j].sum() >= need[j]:
+                break
+            if room[t] >= g:
+                x[j, t] = True
+                room[t] -= g
+    return x
+
+
+def arrange(x: np.ndarray, gpus: np.ndarray, capacity: int, order: Sequence[int]) -> np.ndarray:
+    """Re-lay each job's rounds as one block at the earliest rounds with room, jobs in ``order``.
+
+    Returns ``x`` itself if some job's rounds cannot all be placed this way.
+    """
+    n, t_n = x.shape
+    counts = x.sum(axis=1)
+    out = np.zeros_like(x)
+    room = np.full(t_n, capacity, dtype=np.int64)
+    for j in order:
+        c, g = int(counts[j]), int(gpus[j])
+        if c == 0:
+            continue
+        start = next((s for s in range(t_n - c + 1) if np.all(room[s : s + c] >= g)), None)
+        if start is not None:
+            out[j, start : start + c] = True
+            room[start : start + c] -= g
+            continue
+        free = [t for t in range(t_n) if room[t] >= g][:c]
+        if len(free) < c:
+            return x
+        out[j, free] = True
+        room[free] -= g
+    return out
