@@ -57,7 +57,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    console = Console()
+    console = Console(width=None if sys.stdout.isatty() else 140)
     from envs.sim import scenarios
     from heuristics import registry
 
