@@ -26,7 +26,7 @@ test: setup
 lint: setup
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
-	$(PY) -m mypy envs heuristics agents evaluate.py
+	$(PY) -m mypy envs heuristics agents evaluate.py demos.py
 
 bench: setup
 	$(PY) benchmarks/sim_speed.py

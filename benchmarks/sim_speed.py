@@ -21,13 +21,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from envs.sim.engine import Engine, SimConfig  # noqa: E402
-from envs.sim.model import V100, Pool, ServerSpec  # noqa: E402
-from envs.sim.throughput import ThroughputModel  # noqa: E402
-from envs.sim.workload import AttributeSampler, SyntheticWorkload, build_jobs, generate  # noqa: E402
-from heuristics.registry import make  # noqa: E402
+from envs.sim.engine import Engine, SimConfig
+from envs.sim.model import V100, Pool, ServerSpec
+from envs.sim.throughput import ThroughputModel
+from envs.sim.workload import AttributeSampler, SyntheticWorkload, build_jobs, generate
+from heuristics.registry import make
 
 TARGETS = {"fifo": 20_000.0, "sjf": 5_000.0, "tiresias": 5_000.0}
 

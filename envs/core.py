@@ -12,7 +12,7 @@ still runs), so every step the agent sees is a real choice.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +23,7 @@ from envs.sim.config import ConfigError
 from envs.sim.engine import Engine, SimResult
 from envs.sim.metrics import summarize
 from envs.sim.model import Pool
-from envs.sim.policy import Action, ComposedScheduler, JobStatus, NoPreemption, Start
+from envs.sim.policy import Action, ComposedScheduler, JobStatus, NoPreemption, Ordering, Start
 from heuristics import registry
 
 REWARDS = ("jct", "slowdown", "fee", "deadline")
@@ -133,6 +133,8 @@ class Core:
         self.result = None
         self.metrics = None
         self._fits: dict[int, Start | None] = {}
+        self.decision_index = 0
+        self._experts: dict[int, tuple[int, Iterator[int], int | None]] = {}
         self._acc = self._accumulators()
         self.engine.start()
         self._begin_decision_point()
@@ -186,6 +188,7 @@ class Core:
     def _begin_decision_point(self) -> None:
         assert self.engine is not None
         self._fits = {}
+        self.decision_index += 1
         for action in self.scheduler.preemption.preempt(self.view):
             self.apply(action)
 
@@ -245,6 +248,33 @@ class Core:
         """Apply a start; only the jobs that fitted before it can have stopped fitting."""
         self.apply(start)
         self._fits = {j: s for j, s in self._fits.items() if s is None and j != start.job}
+
+    def expert_job(self, ordering: Ordering, visible: list[int]) -> int | None:
+        """The job ``ordering`` would start now among the ``visible`` ones: the next of its
+        ranking that can start; None if there is none or it blocks at one that cannot. Jobs that
+        are not visible are skipped, as if absent.
+
+        Within one decision point the ranking is walked once, as ComposedScheduler walks it: while
+        the jobs it proposed are the ones started, the same (possibly stateful) iterator goes on;
+        any other start begins a fresh ranking."""
+        key = id(ordering)
+        held = self._experts.get(key)
+        if held is not None and held[0] == self.decision_index and held[2] is not None:
+            it = held[1] if self.view.status_of(held[2]) != JobStatus.PENDING else None
+        else:
+            it = None
+        if it is None:
+            it = iter(ordering.rank(self.view))
+        for job in it:
+            if job not in visible:
+                continue
+            if self.can_start(job) is not None:
+                self._experts[key] = (self.decision_index, it, job)
+                return job
+            if ordering.blocking:
+                break
+        self._experts[key] = (self.decision_index, it, None)
+        return None
 
     def expert_server(self) -> int:
         """The next server of the placement component's own start for the job being placed."""

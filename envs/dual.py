@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 import gymnasium
 import numpy as np
@@ -41,10 +41,10 @@ class DualEnv(AECEnv):
     ordering env's keyword arguments (``seeds`` is the range of scenario seeds).
 
     ## Version History
-    * v0: initial version (observation layout 1).
+    * v0: initial version (observation layout 2: 16 job features).
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": [], "name": "loangym_dual_v0", "is_parallelizable": False}
+    metadata: dict[str, Any] = {"render_modes": [], "name": "loangym_dual_v0", "is_parallelizable": False}  # noqa: RUF012
 
     def __init__(self, max_jobs: int = 32, **kwargs: Any) -> None:
         super().__init__()
@@ -59,6 +59,7 @@ class DualEnv(AECEnv):
             ORDERING: (max_jobs * len(JOB_FEATURES) + len(CLUSTER_FEATURES), max_jobs + 1),
             PLACEMENT: (ns * len(SERVER_FEATURES) + len(JOB_FEATURES) + 1 + len(CLUSTER_FEATURES), ns),
         }
+        self._sizes = sizes
         self.observation_spaces = {
             a: gymnasium.spaces.Dict(
                 {
@@ -99,8 +100,8 @@ class DualEnv(AECEnv):
 
     def observe(self, agent: str) -> dict[str, np.ndarray]:
         if self.core.done:
-            space = self.observation_spaces[agent]
-            return {k: np.zeros(v.shape, dtype=v.dtype) for k, v in space.spaces.items()}  # type: ignore[union-attr]
+            obs_size, n_actions = self._sizes[agent]
+            return {"observation": np.zeros(obs_size, np.float32), "action_mask": np.zeros(n_actions, np.int8)}
         if agent == ORDERING:
             obs = self.encoder.ordering(self._visible, self._fits)
             mask = self._ordering_mask()
@@ -109,7 +110,7 @@ class DualEnv(AECEnv):
             if self.agent_selection == PLACEMENT:
                 obs = self.encoder.placement(self.core.placing, self.core.left, self.core.chosen, mask)
             else:
-                obs = np.zeros(self.observation_spaces[PLACEMENT]["observation"].shape, np.float32)
+                obs = np.zeros(self._sizes[PLACEMENT][0], np.float32)
         return {"observation": obs, "action_mask": mask.astype(np.int8)}
 
     def step(self, action: Any) -> None:

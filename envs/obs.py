@@ -14,8 +14,9 @@ import numpy as np
 from envs.core import Core
 from envs.sim.model import JobClass, Pool
 from envs.sim.policy import ServerStatus
+from envs.sim.throughput import packed_servers
 
-OBS_VERSION = 1
+OBS_VERSION = 2
 
 JOB_FEATURES = (
     "present",  # 1 if the slot holds a job
@@ -32,6 +33,8 @@ JOB_FEATURES = (
     "fits",  # 1 if it can start now (the action mask)
     "inference_speed",  # its speed on the inference GPU type / on the training type (0 if pinned)
     "attained",  # log1p(GPU-hours held so far) / 5
+    "remaining_base",  # log1p(remaining run time at its base (min) GPUs, in hours) / 5
+    "ahead_gpus",  # base GPUs of the visible jobs with less remaining_base / GPUs open to training
 )
 CLUSTER_FEATURES = (
     "training_free",  # free / up GPUs of the training pool
@@ -72,10 +75,12 @@ class Encoder:
     def __init__(self, core: Core, slots: int) -> None:
         self.core = core
         self.slots = slots
+        self.episode: object = None  # the engine this encoder was last reset for
 
     def reset(self) -> None:
         e = self.core.engine
         assert e is not None
+        self.episode = e
         specs = e.specs
         training = next((s.gpu_type for s in e.cluster.servers if s.pool == Pool.TRAINING), None)
         inference = next((s.gpu_type for s in e.cluster.servers if s.pool == Pool.INFERENCE), None)
@@ -92,6 +97,11 @@ class Encoder:
             row[8] = 0.0 if s.deadline is None else 1.0
             if s.gpu_types is None and inference is not None and training is not None:
                 row[12] = min(1.0, tp.rate(s, s.min_gpus, 1, inference) / tp.rate(s, s.min_gpus, 1, training))
+        # remaining time at the base demand = remaining work / rate(min GPUs, packed)
+        self._base_slow = [
+            1.0 / tp.rate(s, s.min_gpus, packed_servers(s.min_gpus), training) if training is not None else 1.0
+            for s in specs
+        ]
         self._static = static
         self._inf_servers = sum(1 for s in e.cluster.servers if s.pool == Pool.INFERENCE)
         self._training_keys = [k for k in e.cluster.pool_types if k[1] == Pool.TRAINING]
@@ -119,6 +129,16 @@ class Encoder:
                 out[o + 10] = min(j.preemptions, 5) / 5.0
                 out[o + 11] = 1.0 if fits[i] else 0.0
                 out[o + 13] = min(1.0, log1p(j.attained / 3600.0) / 5.0)
+                out[o + 14] = remaining * self._base_slow[job]
+            # shortest-remaining-first: the GPUs the jobs ahead of each one would take first
+            order = sorted(range(len(visible)), key=lambda i: (out[i * nf + 14], i))
+            cap = max(1, e.cap_training + e.cap_loaned)
+            ahead = 0
+            for i in order:
+                out[i * nf + 15] = min(1.0, ahead / cap)
+                ahead += e.specs[visible[i]].min_gpus
+            for i in range(len(visible)):
+                out[i * nf + 14] = min(1.0, log1p(out[i * nf + 14] / 3600.0) / 5.0)
         out[k * nf :] = self.cluster(hidden=max(0, len(self.core.view.pending) - len(visible)))
         return out
 
@@ -167,9 +187,11 @@ class Encoder:
         srv[:, 10] = valid
         row = self._static[job].copy()
         j = e.jobs[job]
-        row[5] = _log((j.work - j.work_done) / 3600.0, 5.0)
+        remaining = j.work - j.work_done
+        row[5] = _log(remaining / 3600.0, 5.0)
         row[6] = _log(self.core.waiting(job) / 3600.0, 5.0)
         row[11] = 1.0
+        row[14] = _log(remaining * self._base_slow[job] / 3600.0, 5.0)
         off = ns * g
         out[off : off + len(JOB_FEATURES)] = row
         out[off + len(JOB_FEATURES)] = math.log2(1 + left) / 6

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -31,37 +31,39 @@ class OrderingEnv(gym.Env[np.ndarray, np.int64]):
     more now and lets time run to the next decision point.
 
     ## Observation Space
-    ``Box(-1, 1, (K * 14 + 12,), float32)``: K job slots of 14 features, then 12 cluster
+    ``Box(-1, 1, (K * 16 + 12,), float32)``: K job slots of 16 features, then 12 cluster
     features. Slots hold the K longest-waiting jobs in queue order (the rest are counted in
     ``hidden``); empty slots are zeros.
 
     | index | feature | meaning |
     |---|---|---|
-    | slot*14 + 0 | present | 1 if the slot holds a job |
-    | slot*14 + 1 | gpus | log2(1 + requested GPUs) / 6 |
-    | slot*14 + 2 | base_gpus | log2(1 + min GPUs) / 6 |
-    | slot*14 + 3 | elastic_range | log2(1 + max - min GPUs) / 6 |
-    | slot*14 + 4 | any_type | 1 if it may run on any GPU type (loaned servers) |
-    | slot*14 + 5 | remaining | log1p(remaining isolated run time, h) / 5 |
-    | slot*14 + 6 | waiting | log1p(hours waited) / 5 |
-    | slot*14 + 7 | te | 1 for a trial-and-error job |
-    | slot*14 + 8 | has_deadline | 1 if it has a deadline |
-    | slot*14 + 9 | slack | tanh((deadline - now - remaining) / 24 h), 0 without one |
-    | slot*14 + 10 | preemptions | min(preemptions, 5) / 5 |
-    | slot*14 + 11 | fits | 1 if it can start now (= the mask) |
-    | slot*14 + 12 | inference_speed | speed on the inference type / on the training type |
-    | slot*14 + 13 | attained | log1p(GPU-hours held so far) / 5 |
-    | K*14 + 0 | training_free | free / up GPUs of the training pool |
-    | K*14 + 1 | loaned_free | free loaned GPUs / all inference GPUs |
-    | K*14 + 2 | loaned | servers on loan / inference servers |
-    | K*14 + 3 | reclaiming | servers being reclaimed / inference servers |
-    | K*14 + 4 | inference_load | inference demand, share of its GPUs |
-    | K*14 + 5, 6 | day_sin, day_cos | time of day |
-    | K*14 + 7 | queue | log1p(jobs waiting) / 5 |
-    | K*14 + 8 | hidden | log1p(jobs waiting beyond the K slots) / 5 |
-    | K*14 + 9 | running | log1p(jobs holding GPUs) / 5 |
-    | K*14 + 10 | to_arrive | share of the episode's jobs not yet submitted |
-    | K*14 + 11 | largest_free | largest free block on one training server / its size |
+    | slot*16 + 0 | present | 1 if the slot holds a job |
+    | slot*16 + 1 | gpus | log2(1 + requested GPUs) / 6 |
+    | slot*16 + 2 | base_gpus | log2(1 + min GPUs) / 6 |
+    | slot*16 + 3 | elastic_range | log2(1 + max - min GPUs) / 6 |
+    | slot*16 + 4 | any_type | 1 if it may run on any GPU type (loaned servers) |
+    | slot*16 + 5 | remaining | log1p(remaining isolated run time, h) / 5 |
+    | slot*16 + 6 | waiting | log1p(hours waited) / 5 |
+    | slot*16 + 7 | te | 1 for a trial-and-error job |
+    | slot*16 + 8 | has_deadline | 1 if it has a deadline |
+    | slot*16 + 9 | slack | tanh((deadline - now - remaining) / 24 h), 0 without one |
+    | slot*16 + 10 | preemptions | min(preemptions, 5) / 5 |
+    | slot*16 + 11 | fits | 1 if it can start now (= the mask) |
+    | slot*16 + 12 | inference_speed | speed on the inference type / on the training type |
+    | slot*16 + 13 | attained | log1p(GPU-hours held so far) / 5 |
+    | slot*16 + 14 | remaining_base | log1p(remaining run time at its min GPUs, h) / 5 |
+    | slot*16 + 15 | ahead_gpus | min GPUs of the visible jobs with less remaining_base / GPUs open to training |
+    | K*16 + 0 | training_free | free / up GPUs of the training pool |
+    | K*16 + 1 | loaned_free | free loaned GPUs / all inference GPUs |
+    | K*16 + 2 | loaned | servers on loan / inference servers |
+    | K*16 + 3 | reclaiming | servers being reclaimed / inference servers |
+    | K*16 + 4 | inference_load | inference demand, share of its GPUs |
+    | K*16 + 5, 6 | day_sin, day_cos | time of day |
+    | K*16 + 7 | queue | log1p(jobs waiting) / 5 |
+    | K*16 + 8 | hidden | log1p(jobs waiting beyond the K slots) / 5 |
+    | K*16 + 9 | running | log1p(jobs holding GPUs) / 5 |
+    | K*16 + 10 | to_arrive | share of the episode's jobs not yet submitted |
+    | K*16 + 11 | largest_free | largest free block on one training server / its size |
 
     ## Action Mask
     ``action_masks()`` (what sb3-contrib's MaskablePPO calls) and ``info["action_mask"]``: slot
@@ -82,22 +84,27 @@ class OrderingEnv(gym.Env[np.ndarray, np.int64]):
     ## Arguments
     ``gymnasium.make("loangym/Ordering-v0", scenario="default", overrides=None, trace=None,
     seeds=(0, 10000), max_jobs=32, placement="aryl", scaling="aryl", reclaim="aryl",
-    preemption=None, reward="jct")``. Each ``reset`` draws the episode's scenario seed from
+    preemption=None, reward="jct", placer=None)``. ``placement`` names the heuristic that
+    decides whether a job fits, its gang size and (unless ``placer`` is given) its servers;
+    ``placer`` is a callable ``placer(core)`` that places the job ``core.placing`` worker by
+    worker (a frozen placement agent, see ``agents.partners``). Each ``reset`` draws the episode's scenario seed from
     ``[seeds[0], seeds[1])`` with the env's RNG; ``reset(options={"scenario_seed": s})`` picks one.
 
     ## Version History
-    * v0: initial version (observation layout 1).
+    * v0: initial version (observation layout 2: 16 job features).
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
+    metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012
 
-    def __init__(self, max_jobs: int = 32, **kwargs: Any) -> None:
+    def __init__(self, max_jobs: int = 32, placer: Any = None, **kwargs: Any) -> None:
         self.config = CoreConfig.from_kwargs(**kwargs)
+        self.placer = placer  # a frozen placement agent: placer(core) places core.placing
         self.core = Core(self.config)
         self.slots = max_jobs
         self.encoder = Encoder(self.core, max_jobs)
         self.action_space = MaskedDiscrete(max_jobs + 1, self.action_masks)
         size = max_jobs * len(JOB_FEATURES) + len(CLUSTER_FEATURES)
+        self._obs_size = size
         self.observation_space = spaces.Box(-1.0, 1.0, (size,), np.float32)
         self.obs_version = OBS_VERSION
         self._visible: list[int] = []
@@ -127,6 +134,9 @@ class OrderingEnv(gym.Env[np.ndarray, np.int64]):
             )
         if a == self.slots:
             self.core.advance()
+        elif self.placer is not None:
+            self.core.begin_placement(self._visible[a])
+            self.placer(self.core)
         else:
             self.core.start(self._visible[a])
         self._skip_empty_decisions()
@@ -159,7 +169,7 @@ class OrderingEnv(gym.Env[np.ndarray, np.int64]):
 
     def _get_obs(self) -> np.ndarray:
         if self.core.done:
-            return np.zeros(self.observation_space.shape, dtype=np.float32)
+            return np.zeros(self._obs_size, dtype=np.float32)
         return self.encoder.ordering(self._visible, self._fits)
 
     def _get_info(self) -> dict[str, Any]:
@@ -175,12 +185,5 @@ class OrderingEnv(gym.Env[np.ndarray, np.int64]):
         that cannot start). The expert is this episode's instance of the heuristic, shared with
         the components of the same name. Jobs beyond the K slots are invisible to the expert too,
         so it equals the heuristic exactly while no more than K jobs wait."""
-        ordering = self.core.heuristic(policy).ordering
-        for job in ordering.rank(self.core.view):
-            if job not in self._visible:
-                continue
-            if self.core.can_start(job) is not None:
-                return self._visible.index(job)
-            if ordering.blocking:
-                break
-        return self.slots
+        job = self.core.expert_job(self.core.heuristic(policy).ordering, self._visible)
+        return self.slots if job is None else self._visible.index(job)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, ClassVar
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -32,8 +32,8 @@ class PlacementEnv(gym.Env[np.ndarray, np.int64]):
     ``Discrete(S)``: a server id (S = servers of the scenario, training and inference).
 
     ## Observation Space
-    ``Box(-1, 1, (S * 11 + 14 + 1 + 12,), float32)``: per server 11 features, then the job's
-    14 features (as in the ordering env), the log2(1 + workers still to place) / 6, and the 12
+    ``Box(-1, 1, (S * 11 + 16 + 1 + 12,), float32)``: per server 11 features, then the job's
+    16 features (as in the ordering env), the log2(1 + workers still to place) / 6, and the 12
     cluster features.
 
     | index | feature | meaning |
@@ -49,9 +49,9 @@ class PlacementEnv(gym.Env[np.ndarray, np.int64]):
     | s*11 + 8 | allowed | 1 if the job may use its GPU type |
     | s*11 + 9 | chosen | 1 if the job already has workers there |
     | s*11 + 10 | valid | 1 if the next worker may go there (= the mask) |
-    | S*11 + 0..13 | job | the ordering env's job features |
-    | S*11 + 14 | left | log2(1 + workers still to place) / 6 |
-    | S*11 + 15.. | cluster | the ordering env's 12 cluster features |
+    | S*11 + 0..15 | job | the ordering env's job features |
+    | S*11 + 16 | left | log2(1 + workers still to place) / 6 |
+    | S*11 + 17.. | cluster | the ordering env's 12 cluster features |
 
     ## Action Mask
     ``action_masks()`` and ``info["action_mask"]``: placeable servers with free GPUs of a type
@@ -72,10 +72,10 @@ class PlacementEnv(gym.Env[np.ndarray, np.int64]):
     names the heuristic whose gang sizes and expert choices the env uses.
 
     ## Version History
-    * v0: initial version (observation layout 1).
+    * v0: initial version (observation layout 2: 16 job features).
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
+    metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012
 
     def __init__(self, ordering: str | Ordering = "aryl", **kwargs: Any) -> None:
         self.config = CoreConfig.from_kwargs(**kwargs)
@@ -86,6 +86,7 @@ class PlacementEnv(gym.Env[np.ndarray, np.int64]):
         self.num_servers = servers
         self.action_space = MaskedDiscrete(servers, self.action_masks)
         size = servers * len(SERVER_FEATURES) + len(JOB_FEATURES) + 1 + len(CLUSTER_FEATURES)
+        self._obs_size = size
         self.observation_space = spaces.Box(-1.0, 1.0, (size,), np.float32)
         self.obs_version = OBS_VERSION
         self._mask = np.zeros(servers, dtype=bool)
@@ -163,7 +164,7 @@ class PlacementEnv(gym.Env[np.ndarray, np.int64]):
 
     def _get_obs(self) -> np.ndarray:
         if self.core.done:
-            return np.zeros(self.observation_space.shape, dtype=np.float32)
+            return np.zeros(self._obs_size, dtype=np.float32)
         return self.encoder.placement(self.core.placing, self.core.left, self.core.chosen, self._mask)
 
     def _get_info(self) -> dict[str, Any]:

@@ -22,13 +22,15 @@ The paper's "Baseline" is ``fifo`` (it never borrows); "Ideal" is any of these w
 Phase-1 order (ours where the paper is silent). Pending jobs are ranked by remaining run time at
 their base demand on the fastest GPU type they accept (remaining work / ``view.rate`` on the base
 packed on as few servers as possible; fixed when the job enters the queue), then submit time,
-then id. A job that has waited (since it last entered the queue) longer than ``age_bound_s``
-is *aged*: aged jobs go first, oldest first, and an aged job that cannot start blocks every job
-behind it (no backfill past it; phase 2 gives it room and keeps flexible workers from growing on
-its GPU types), so no job starves. The others are taken greedily in rank order while they fit the
-free GPUs of the (type, pool) pairs they accept, and that batch is placed in decreasing order of
-demand (best-fit *decreasing*); the jobs outside the batch are tried after it, in rank order,
-only if a job of the batch failed to place (fragmentation).
+then id, and each is placed if it fits (backfill). A job that has waited (since it last entered
+the queue) longer than ``age_bound_s`` is *aged*: aged jobs go first, oldest first, and an aged
+job that cannot start blocks every job behind it (no backfill past it; the room component frees
+flexible GPUs for it and phase 2 keeps flexible workers from growing on its GPU types), so no job
+starves. Jobs are placed in this priority order, not by decreasing size: the order decides who
+gets the GPUs when they are short, and it must give the same starts whether they are made in
+one pass or one at a time with re-ranking in between (the RL ordering env does the latter;
+ComposedScheduler's contract). Best fit *decreasing* applies to each job's own workers (full
+servers first) and to phase 2, which places all flexible workers in decreasing order of demand.
 
 Composition: each is a plain :class:`~envs.sim.policy.ComposedScheduler` of components the RL
 adapters can also use: ``preemption`` = :class:`~heuristics.aryl_scaling.ArylRoom` (before the
@@ -55,7 +57,7 @@ from envs.sim.policy import (
     Scaling,
 )
 from envs.sim.throughput import packed_servers
-from heuristics.aryl_place import ArylPlacement, FreeMap, Key
+from heuristics.aryl_place import ArylPlacement
 from heuristics.aryl_reclaim import ArylReclaim
 from heuristics.aryl_scaling import AfsScaling, ArylRoom, ArylScaling
 from heuristics.registry import register
@@ -72,6 +74,8 @@ class ArylConfig:
     :param restart_per_gpu_s: the same, per GPU of the new allocation.
     :param churn_factor: multiplies that restart cost in the knapsack values; 0 = rescale freely.
     :param make_room: phase 1 may take flexible workers back to start pending jobs.
+    :param elastic_loaned_first: elastic jobs try loaned inference servers before training
+        servers (Aryl section 5.3; ``aryl-nogroup`` always tries training servers first).
     :param checkpoint_interval_s: the policy's estimate of the checkpoint interval, for the
         GPU-hours a reclaim preemption loses (reclaim tie-breaker).
     """
@@ -81,6 +85,7 @@ class ArylConfig:
     restart_per_gpu_s: float = 1.0
     churn_factor: float = 1.0
     make_room: bool = True
+    elastic_loaned_first: bool = True
     checkpoint_interval_s: float = 1800.0
 
 
@@ -132,7 +137,6 @@ class ArylOrdering:
     def __init__(self, placement: ArylPlacement, age_bound_s: float) -> None:
         self.placement = placement
         self.age_bound_s = age_bound_s
-        self.blocked: int | None = None  # the aged job that stopped the last ranking
         self._queue = _Queue()
         self._cursor = 0  # position in the engine's queue log
 
@@ -168,55 +172,21 @@ class ArylOrdering:
         aged.sort(key=lambda j: (entered[j], j))
         return aged, [j for j in jobs if j not in aged_set]
 
-    def is_aged(self, view: ClusterView, job: int) -> bool:
-        return self._queue.entered.get(job, math.inf) < view.now - self.age_bound_s
-
-    def _batch(self, view: ClusterView, jobs: list[int], budget: dict[Key, int]) -> tuple[list[int], list[int]]:
-        """Split ``jobs`` (rank order) into the batch that fits the free GPUs of the (type, pool)
-        pairs each accepts, taken greedily, in decreasing order of demand (rank order among
-        equals: best-fit *decreasing*), and the jobs skipped."""
-        batch: list[tuple[int, int]] = []
-        skipped: list[int] = []
-        for job in jobs:
-            spec = view.job(job)
-            need = self.placement.demand(spec)
-            for key in self.placement.keys(view, spec):
-                if budget.get(key, 0) >= need:
-                    budget[key] -= need
-                    batch.append((-need, job))
-                    break
-            else:
-                skipped.append(job)
-        batch.sort(key=lambda b: b[0])  # stable
-        return [job for _, job in batch], skipped
-
     def rank(self, view: ClusterView) -> Iterator[int]:
-        self.blocked = None
         aged, rest = self.pending_ranked(view)
         for job in aged:
             yield job
             if view.status_of(job) == JobStatus.PENDING:
-                self.blocked = job
-                return
-        budget = {k: view.total_free(*k) for k in view.pool_types()}
-        if not rest or not any(budget.values()):
-            return
-        batch, skipped = self._batch(view, rest, budget)
-        failed = False
-        for job in batch:
-            yield job
-            failed |= view.status_of(job) == JobStatus.PENDING
-        if failed:
-            yield from skipped
+                return  # an aged job that cannot start blocks every job behind it
+        if any(view.total_free(*k) for k in view.pool_types()):
+            yield from rest
 
-    def plan_order(self, view: ClusterView, free: FreeMap) -> Iterator[tuple[int, bool]]:
-        """(job, aged) in the order :meth:`rank` would try them if ``free`` were the free GPUs:
-        aged jobs, then the batch (the jobs skipped are left out: they cannot fit)."""
+    def plan_order(self, view: ClusterView) -> Iterator[tuple[int, bool]]:
+        """(job, aged) in the order :meth:`rank` tries them."""
         aged, rest = self.pending_ranked(view)
         for job in aged:
             yield job, True
-        budget = {k: free.total(k) for k in view.pool_types()}
-        for job in self._batch(view, rest, budget)[0]:
+        for job in rest:
             yield job, False
 
 
@@ -235,7 +205,7 @@ def build(
     :param afs: phase 2 by AFS's greedy instead of the knapsack.
     """
     cfg = config or ArylConfig()
-    placement = ArylPlacement(elastic=elastic, loaned_first=grouped)
+    placement = ArylPlacement(elastic=elastic, loaned_first=grouped and cfg.elastic_loaned_first)
     ordering = ArylOrdering(placement, cfg.age_bound_s)
     scaling: Scaling = NoScaling()
     room: Preemption = NoPreemption()

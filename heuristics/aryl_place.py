@@ -98,9 +98,7 @@ def pool_order(view: ClusterView, spec: JobSpec, loaned_first: bool, gpu_type: s
     first if ``loaned_first``, else training servers first; within a pool the cluster's order.
     ``gpu_type`` restricts to one type (flexible workers follow their base's type)."""
     keys = [
-        (t, p)
-        for t, p in view.pool_types()
-        if (gpu_type is None or t == gpu_type) and spec.allows(view.gpu_type(t))
+        (t, p) for t, p in view.pool_types() if (gpu_type is None or t == gpu_type) and spec.allows(view.gpu_type(t))
     ]
     first = Pool.INFERENCE if loaned_first else Pool.TRAINING
     return [k for k in keys if k[1] == first] + [k for k in keys if k[1] != first]

@@ -69,9 +69,7 @@ def _check(servers: Sequence[LoanedServer], k: int) -> None:
         raise ValueError("server ids must be distinct")
 
 
-def choose_reclaim(
-    servers: Sequence[LoanedServer], k: int, loss: Mapping[int, float] | None = None
-) -> list[int]:
+def choose_reclaim(servers: Sequence[LoanedServer], k: int, loss: Mapping[int, float] | None = None) -> list[int]:
     """Aryl's greedy reclaim (see the module docstring): ``k`` server ids, in the order chosen.
 
     :param servers: the loaned servers that may go back.

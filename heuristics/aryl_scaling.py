@@ -79,8 +79,7 @@ class _Cand:
     cur: int  # GPUs of flex_ok
     doomed: bool  # some of its flexible workers sit on a server being taken away
     top: int  # the most extra GPUs it may get
-    new: int = 0
-    keep: list[tuple[int, int]] = field(default_factory=list)
+    new: int = 0  # extra GPUs chosen by phase 2
 
 
 def movable(view: ClusterView) -> list[_Cand]:
@@ -100,8 +99,15 @@ def movable(view: ClusterView) -> list[_Cand]:
         base = sum(n for _, n in st.base)
         out.append(
             _Cand(
-                job, st, st.gpu_type, base, frozenset(s for s, _ in st.base), flex_ok,
-                sum(n for _, n in flex_ok), len(flex_ok) != len(st.flex), spec.max_gpus - base,
+                job,
+                st,
+                st.gpu_type,
+                base,
+                frozenset(s for s, _ in st.base),
+                flex_ok,
+                sum(n for _, n in flex_ok),
+                len(flex_ok) != len(st.flex),
+                spec.max_gpus - base,
             )
         )
     return out
@@ -132,7 +138,7 @@ class ArylRoom:
             for s, n in c.flex_ok:
                 held.setdefault(s, {})[c.job] = n
         displaced: dict[int, int] = {}
-        for job, aged in self.ordering.plan_order(view, virt):
+        for job, aged in self.ordering.plan_order(view):
             spec = view.job(job)
             need = self.placement.demand(spec)
             placed = False
@@ -172,8 +178,8 @@ class ArylScaling:
 
     :param config: the policy's settings.
     :param placement: the phase-1 placement (base sizes and pool preferences).
-    :param ordering: the phase-1 ordering (its blocked aged job keeps flexible workers from
-        growing on its GPU types); ``None``: no such rule.
+    :param ordering: the phase-1 ordering (an aged job it still has waiting keeps flexible
+        workers from growing on its GPU types); ``None``: no such rule.
     :param group_flex: flexible workers never on a server with the job's base workers.
     """
 
@@ -192,10 +198,10 @@ class ArylScaling:
             fm.give(c.flex_ok)
             cands.setdefault(c.gpu_type, []).append(c)
         blocked: set[str] = set()
-        if self.ordering is not None and self.ordering.blocked is not None:
-            if view.status_of(self.ordering.blocked) == JobStatus.PENDING:
-                spec = view.job(self.ordering.blocked)
-                blocked = {t for t, _ in self.placement.keys(view, spec)}
+        if self.ordering is not None:  # an aged job still waiting: phase 1 is blocked
+            aged, _ = self.ordering.pending_ranked(view)
+            if aged:
+                blocked = {t for t, _ in self.placement.keys(view, view.job(aged[0]))}
         for t, group in cands.items():
             cap = sum(fm.total(k) for k in index.ids if k[0] == t)
             if t in blocked:
@@ -218,7 +224,7 @@ class ArylScaling:
         if r is None or len(r) < c.top + 1:
             x = np.arange(c.top + 1)
             k = self._servers(c, x, size)
-            r = np.array([view.rate(c.job, c.base + int(i), int(n), c.gpu_type) for i, n in zip(x, k)])
+            r = np.array([view.rate(c.job, c.base + int(i), int(n), c.gpu_type) for i, n in zip(x, k, strict=True)])
             self._rates[key] = r
         return r[: c.top + 1]
 
@@ -243,7 +249,7 @@ class ArylScaling:
             value -= value[0]
             options.append([(int(x), float(value[x])) for x in range(1, top + 1)])
         choice = solve_mckp(options, cap)
-        for c, i in zip(group, choice):
+        for c, i in zip(group, choice, strict=True):
             c.new = i + 1 if i >= 0 else 0
 
     def _room_for(self, c: _Cand, fm: FreeMap) -> int:
@@ -255,37 +261,37 @@ class ArylScaling:
 
     # ------------------------------------------------------------------ placement and actions
     def _place(self, view: ClusterView, cands: dict[str, list[_Cand]], fm: FreeMap) -> list[tuple[_Cand, Alloc]]:
+        """New flexible placements (where they changed): keep first, then best fit."""
         every = sorted((c for g in cands.values() for c in g), key=lambda c: c.job)
-        for c in every:  # keep what it has first
-            want = c.new
+        got: dict[int, dict[int, int]] = {}
+        want: dict[int, int] = {}
+        for c in every:  # each job keeps what it has first, up to its new count
+            got[c.job], left = {}, c.new
             for s, n in sorted(c.flex_ok, key=lambda a: (-a[1], a[0])):
-                m = min(n, want, int(fm.free[s]))
+                m = min(n, left, int(fm.free[s]))
                 if m > 0:
-                    c.keep.append((s, m))
+                    got[c.job][s] = m
                     fm.take(((s, m),))
-                    want -= m
-            c.new = want  # now: still to place
+                    left -= m
+            want[c.job] = left
         out: list[tuple[_Cand, Alloc]] = []
-        for c in sorted(every, key=lambda c: (-c.new, c.job)):
-            got = dict(c.keep)
-            want = c.new
-            if want > 0:
-                spec = view.job(c.job)
-                exclude = c.base_servers if self.group_flex else frozenset()
-                for key in self.placement.keys(view, spec, c.gpu_type):
-                    avail = fm.total(key) - sum(int(fm.free[s]) for s in exclude if fm.index.key_of[s] == key)
-                    m = min(want, avail)
-                    if m <= 0:
-                        continue
-                    alloc = plan(fm, [key], m, exclude)
-                    assert alloc is not None
-                    fm.take(alloc)
-                    for s, n in alloc:
-                        got[s] = got.get(s, 0) + n
-                    want -= m
-                    if want == 0:
-                        break
-            new = tuple(sorted(got.items()))
+        for c in sorted(every, key=lambda c: (-want[c.job], c.job)):  # best fit decreasing
+            mine, left = got[c.job], want[c.job]
+            exclude = c.base_servers if self.group_flex else frozenset()
+            for key in self.placement.keys(view, view.job(c.job), c.gpu_type) if left else ():
+                avail = fm.total(key) - sum(int(fm.free[s]) for s in exclude if fm.index.key_of[s] == key)
+                m = min(left, avail)
+                if m <= 0:
+                    continue
+                alloc = plan(fm, [key], m, exclude)
+                assert alloc is not None, "the free GPUs were counted"
+                fm.take(alloc)
+                for s, n in alloc:
+                    mine[s] = mine.get(s, 0) + n
+                left -= m
+                if left == 0:
+                    break
+            new = tuple(sorted(mine.items()))
             if new != tuple(sorted(c.state.flex)):
                 out.append((c, new))
         return out
@@ -349,4 +355,3 @@ class AfsScaling(ArylScaling):
             left -= 1
             if c.new + 1 < len(thr[i]):
                 heapq.heappush(heap, (-(thr[i][c.new + 1] - thr[i][c.new]), c.job, i))
-

@@ -146,11 +146,13 @@ class Shockwave:
             k=c.k,
             log_points=c.log_points,
         )
-        rho_hat = (now + remaining / share) / fair_hat
+        # finish-time fairness of the projection, measured from submission (ours; Shockwave divides
+        # absolute timestamps, which makes a job's lag depend on when the experiment started)
+        rho_hat = (now - submit + remaining / share) / np.maximum(fair_hat - submit, 1.0)
         weights = base.weights
         plan: Plan | None = None
         if c.fairness:
-            lower = remaining - share * (c.rho_max * fair_hat - t_next)
+            lower = remaining - share * (submit + c.rho_max * (fair_hat - submit) - t_next)
             plan = solve(_with(base, lower=lower), c.time_limit_s, c.mip_rel_gap)
         relaxed = plan is None or plan.status == "infeasible"
         if relaxed:
@@ -177,7 +179,12 @@ class Shockwave:
         self._at = 0
         logger.debug(
             "[t=%.1f] plan for %d jobs: %s%s in %.3f s, round 0 runs %d",
-            now, len(active), plan.status, " (relaxed)" if relaxed else "", plan.seconds, len(self._rounds[0]),
+            now,
+            len(active),
+            plan.status,
+            " (relaxed)" if relaxed else "",
+            plan.seconds,
+            len(self._rounds[0]),
         )
 
     def reclaim(self, view: ClusterView, k: int) -> list[int]:
@@ -193,4 +200,3 @@ def shockwave(config: ShockwaveConfig | None = None) -> Shockwave:
 
 
 register("shockwave", shockwave, ShockwaveConfig)
-

@@ -189,8 +189,5 @@ def smoothed(series: list[tuple[float, float]], now: float, momentum: float) -> 
     times = [t for t, _ in series] + [now]
     spans = [max(0.0, times[i + 1] - times[i]) for i in range(len(series))]
     total = sum(spans)
-    if total <= 0.0:
-        avg = series[-1][1]
-    else:
-        avg = sum(s * v for s, (_, v) in zip(spans, series, strict=True)) / total
+    avg = series[-1][1] if total <= 0.0 else sum(s * v for s, (_, v) in zip(spans, series, strict=True)) / total
     return momentum * avg + (1.0 - momentum) * series[-1][1]

@@ -246,7 +246,7 @@ def arrange(x: np.ndarray, gpus: np.ndarray, capacity: int, order: Sequence[int]
 
     Returns ``x`` itself if some job's rounds cannot all be placed this way.
     """
-    n, t_n = x.shape
+    _n, t_n = x.shape
     counts = x.sum(axis=1)
     out = np.zeros_like(x)
     room = np.full(t_n, capacity, dtype=np.int64)

@@ -80,9 +80,7 @@ def test_pai_rows() -> None:
     rows, _ = from_pai(DATA / "pai_job_table.csv", DATA / "pai_task_table.csv")
     assert rows == [
         # submitted at 900 (the earliest): 1 instance at 25% of a MISC GPU -> 1 whole GPU, any type
-        TraceRow(
-            name="p3", submit_time=0.0, duration=1000.0, num_gpus=1, gpu_types=ANY_GPU_TYPE, user="userA"
-        ),
+        TraceRow(name="p3", submit_time=0.0, duration=1000.0, num_gpus=1, gpu_types=ANY_GPU_TYPE, user="userA"),
         # 2 instances x 100% V100, tasks ran 1100-4100
         TraceRow(
             name="p1",
@@ -191,9 +189,7 @@ def test_helios_report() -> None:
 def test_helios_missing_columns(tmp_path: Path) -> None:
     path = tmp_path / "cluster_log.csv"
     path.write_text("job_id,user,submit_time\nx,u,2020-01-01 00:00:00\n")
-    with pytest.raises(
-        TraceError, match=r"cluster_log\.csv, line 1: the header lacks the Helios column\(s\) gpu_num"
-    ):
+    with pytest.raises(TraceError, match=r"cluster_log\.csv, line 1: the header lacks the Helios column\(s\) gpu_num"):
         from_helios(path)
 
 
@@ -230,9 +226,7 @@ def test_helios_numeric_times(tmp_path: Path) -> None:
         ("helios", ["helios_small.csv"], lambda: from_helios(DATA / "helios_small.csv")),
     ],
 )
-def test_convert_writes_a_loadable_trace(
-    tmp_path: Path, fmt: str, inputs: list[str], adapter: object
-) -> None:
+def test_convert_writes_a_loadable_trace(tmp_path: Path, fmt: str, inputs: list[str], adapter: object) -> None:
     out = tmp_path / "out.csv"
     report = convert(fmt, [str(DATA / name) for name in inputs], str(out))
     rows, expected = adapter()  # type: ignore[operator]
@@ -251,8 +245,6 @@ def test_convert_rejects_bad_arguments(tmp_path: Path) -> None:
 def test_convert_with_nothing_left(tmp_path: Path) -> None:
     path = tmp_path / "empty.json"
     path.write_text("[]")
-    with pytest.raises(
-        TraceError, match=r"empty\.json: no job left to convert \(kept 0 jobs; dropped none\)\."
-    ):
+    with pytest.raises(TraceError, match=r"empty\.json: no job left to convert \(kept 0 jobs; dropped none\)\."):
         convert("philly", [str(path)], str(tmp_path / "o.csv"))
     assert not (tmp_path / "o.csv").exists()

@@ -43,7 +43,9 @@ class Scripted:
         return chosen
 
 
-def job(i: int, submit: float, duration: float, gpus: int, lo: int | None = None, hi: int | None = None, **kw) -> JobSpec:
+def job(
+    i: int, submit: float, duration: float, gpus: int, lo: int | None = None, hi: int | None = None, **kw
+) -> JobSpec:
     return JobSpec(i, f"j{i}", submit, duration, gpus, lo or gpus, hi or gpus, "m", **kw)
 
 
@@ -176,7 +178,9 @@ def test_invalid_decisions_name_policy_job_and_rule(action, rule):
     srv = servers(2)
     jobs = [job(0, 0, 10, 8, gpu_types=frozenset({"T4-16GB"})), job(1, 50, 10, 1)]
     srv[0] = ServerSpec(0, T4, 8, Pool.TRAINING)
-    with pytest.raises(DecisionError, match=rf"policy scripted: .*job {action.job} \(j{action.job}\) breaks rule '{rule}"):
+    with pytest.raises(
+        DecisionError, match=rf"policy scripted: .*job {action.job} \(j{action.job}\) breaks rule '{rule}"
+    ):
         run(srv, jobs, Scripted({0.0: [action]}))
 
 
@@ -190,7 +194,7 @@ def test_reclaim_preempts_at_the_deadline_and_returns_the_server(tmp_path):
     # two inference servers, idle until t=600, then fully busy. Notice 120 s.
     series = _series_csv(tmp_path, [(0, 0.0), (600, 1.0), (100_000, 1.0)])
     inf = InferenceConfig(series_csv=series, step_s=300.0, headroom=0.0, notice_s=120.0)
-    srv = servers(1) + [ServerSpec(1, T4, 8, Pool.INFERENCE), ServerSpec(2, T4, 8, Pool.INFERENCE)]
+    srv = [*servers(1), ServerSpec(1, T4, 8, Pool.INFERENCE), ServerSpec(2, T4, 8, Pool.INFERENCE)]
     # j0 any-type 8-GPU job placed on loaned server 2 at t=0 (T4: 1/3 speed, 3000 s of work)
     script = {0.0: [Start(0, ((2, 8),))]}
     policy = Scripted(script, round_s=1e9, borrows=True)
@@ -218,7 +222,7 @@ def test_reclaim_preempts_at_the_deadline_and_returns_the_server(tmp_path):
 def test_non_borrowing_policy_is_never_offered_a_loan(tmp_path):
     series = _series_csv(tmp_path, [(0, 0.0)])
     inf = InferenceConfig(series_csv=series, headroom=0.0)
-    srv = servers(1) + [ServerSpec(1, T4, 8, Pool.INFERENCE)]
+    srv = [*servers(1), ServerSpec(1, T4, 8, Pool.INFERENCE)]
     r = run(srv, [job(0, 0, 100, 1)], make("fifo"), demand=DemandCurve(inf, 1))
     assert events(r, "loan") == []
     assert r.usage.capacity_loaned_gpu_s == 0.0

@@ -29,9 +29,7 @@ from envs.sim.workload import (
     write_trace,
 )
 
-ITP_TRACE = (
-    Path(__file__).resolve().parents[1] / "envs" / "sim" / "data" / "traces" / "itp_cluster04_2000.csv"
-)
+ITP_TRACE = Path(__file__).resolve().parents[1] / "envs" / "sim" / "data" / "traces" / "itp_cluster04_2000.csv"
 GOOD = "job_id,submit_time_s,duration_s,num_gpus\na,0,100,1\nb,10,200,2\n"
 FULL_HEADER = (
     "job_id,submit_time_s,duration_s,num_gpus,model_name,gpu_type,job_class,priority,"
@@ -59,9 +57,7 @@ BAD_ROWS = [
     pytest.param(GOOD + "c,5,-3,1\n", None, 4, "duration_s", "> 0", id="negative-duration"),
     pytest.param(GOOD + "c,5,0,1\n", None, 4, "duration_s", "> 0", id="zero-duration"),
     pytest.param(GOOD + "c,5,100,0\n", None, 4, "num_gpus", "positive integer, got '0'", id="zero-gpus"),
-    pytest.param(
-        GOOD + "c,5,100,1.5\n", None, 4, "num_gpus", "positive integer, got '1.5'", id="fractional-gpus"
-    ),
+    pytest.param(GOOD + "c,5,100,1.5\n", None, 4, "num_gpus", "positive integer, got '1.5'", id="fractional-gpus"),
     pytest.param(GOOD + "c,5,100,-2\n", None, 4, "num_gpus", "positive integer", id="negative-gpus"),
     pytest.param(GOOD + "c,5,100,x\n", None, 4, "num_gpus", "positive integer", id="text-gpus"),
     pytest.param(GOOD + "c,5,100,\n", None, 4, "num_gpus", "empty cell", id="empty-gpus"),
@@ -250,16 +246,12 @@ def test_shipped_trace_loads() -> None:
 
 
 def test_shipped_trace_is_too_big_for_a_small_cluster() -> None:
-    with pytest.raises(
-        TraceError, match=r"column num_gpus: the job asks for 16 GPUs but the cluster has only 8"
-    ):
+    with pytest.raises(TraceError, match=r"column num_gpus: the job asks for 16 GPUs but the cluster has only 8"):
         load_trace(ITP_TRACE, max_gpus_per_job=8)
 
 
 def test_unsorted_rows_are_sorted_stably(tmp_path: Path) -> None:
-    path = _write(
-        tmp_path, "job_id,submit_time_s,duration_s,num_gpus\nw,50,1,1\nx,10,1,1\ny,0,1,1\nz,10,1,1\n"
-    )
+    path = _write(tmp_path, "job_id,submit_time_s,duration_s,num_gpus\nw,50,1,1\nx,10,1,1\ny,0,1,1\nz,10,1,1\n")
     assert [row.name for row in load_trace(path)] == ["y", "x", "z", "w"]
 
 
@@ -322,9 +314,7 @@ def _rows(draw: st.DrawFn) -> list[TraceRow]:
         num = draw(st.integers(1, 64))
         lo = draw(st.none() | st.integers(1, num))
         hi = draw(st.none() | st.integers(num, 128))
-        gpu_types = (
-            draw(st.frozensets(_GPU_NAME, max_size=3)) if has_gpu_column else None
-        )  # empty frozenset = any
+        gpu_types = draw(st.frozensets(_GPU_NAME, max_size=3)) if has_gpu_column else None  # empty frozenset = any
         slack = draw(st.none() | st.floats(1e-3, 1e6))
         rows.append(
             TraceRow(
@@ -533,10 +523,7 @@ def test_trace_any_gpu_type_and_half_given_elastic_range() -> None:
 def test_a_new_column_does_not_change_the_other_draws(itp_rows: list[TraceRow]) -> None:
     sampler = AttributeSampler(te_fraction=0.7, deadline_fraction=0.4, te_max_duration=20000.0)
     bare = [TraceRow(r.name, r.submit_time, r.duration, r.num_gpus) for r in itp_rows[:300]]
-    typed = [
-        TraceRow(r.name, r.submit_time, r.duration, r.num_gpus, gpu_types=frozenset({"T4-16GB"}))
-        for r in bare
-    ]
+    typed = [TraceRow(r.name, r.submit_time, r.duration, r.num_gpus, gpu_types=frozenset({"T4-16GB"})) for r in bare]
     a = build_jobs(bare, sampler, np.random.default_rng(11), 32)
     b = build_jobs(typed, sampler, np.random.default_rng(11), 32)
     for x, y in zip(a, b, strict=True):
@@ -563,8 +550,7 @@ def test_te_only_among_small_short_jobs(itp_rows: list[TraceRow]) -> None:
     share = sum(j.job_class == JobClass.TE for j in eligible_jobs) / len(eligible_jobs)
     assert 0.35 < share < 0.65
     assert all(
-        j.job_class == JobClass.BE
-        for j in build_jobs(itp_rows, AttributeSampler(), np.random.default_rng(4), 32)
+        j.job_class == JobClass.BE for j in build_jobs(itp_rows, AttributeSampler(), np.random.default_rng(4), 32)
     )
 
 
@@ -575,9 +561,7 @@ def test_deadlines_and_grace_periods(itp_rows: list[TraceRow]) -> None:
         slack = (job.deadline - job.submit_time) / job.duration
         assert 1.5 - 1e-9 <= slack <= 2.0 + 1e-9
         assert 10.0 <= job.grace_period <= 20.0
-    assert all(
-        j.deadline is None for j in build_jobs(itp_rows, AttributeSampler(), np.random.default_rng(5), 32)
-    )
+    assert all(j.deadline is None for j in build_jobs(itp_rows, AttributeSampler(), np.random.default_rng(5), 32))
 
 
 def test_build_jobs_rejects_jobs_bigger_than_the_cluster(itp_rows: list[TraceRow]) -> None:

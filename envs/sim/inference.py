@@ -81,6 +81,7 @@ class DemandCurve:
         self.config = config
         self.servers = servers
         self._rng = rng if rng is not None else np.random.default_rng(0)
+        self._series: tuple[np.ndarray, np.ndarray] | None
         if config.series_csv:
             self._series = _read_series(Path(config.series_csv))
         else:

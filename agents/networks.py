@@ -1,0 +1,131 @@
+"""Permutation-equivariant actor-critic policies for the ordering and placement agents.
+
+An observation is ``n_items`` rows of ``item_dim`` features (job slots, or servers) followed by
+a context vector (the cluster summary, and for placement the job being placed). Every item is
+encoded by one shared network; a masked mean and max over the present items ("squeeze") and an
+encoding of the context ("communicate") are joined to each item's code, and a shared head scores
+it. So permuting the items permutes their logits and leaves the value unchanged. Extra actions
+(the ordering agent's "advance") and the value are scored from the pooled summary alone.
+
+``SlotPolicy`` plugs this into sb3-contrib's ``MaskableActorCriticPolicy``: the scorer is the
+policy's ``mlp_extractor`` and emits the logits directly (the usual linear action head, which
+would mix items, is replaced by the identity).
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import torch as th
+from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
+from torch import nn
+
+from envs.obs import CLUSTER_FEATURES, JOB_FEATURES, SERVER_FEATURES
+
+
+def _mlp(sizes: list[int]) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    for a, b in itertools.pairwise(sizes):
+        layers += [nn.Linear(a, b), nn.Tanh()]
+    return nn.Sequential(*layers)
+
+
+class SlotScorer(nn.Module):
+    """:param n_items: item rows at the start of the observation.
+    :param item_dim: features per item.
+    :param ctx_dim: features after the items.
+    :param extra_actions: actions scored from the summary (after the item actions).
+    :param present_index: the item feature that says an item is there (-1: every item is).
+    :param hidden: width of every layer."""
+
+    def __init__(
+        self, n_items: int, item_dim: int, ctx_dim: int, extra_actions: int, present_index: int, hidden: int = 64
+    ) -> None:
+        super().__init__()
+        self.n_items, self.item_dim, self.ctx_dim = n_items, item_dim, ctx_dim
+        self.extra, self.present_index = extra_actions, present_index
+        self.item = _mlp([item_dim, hidden, hidden])
+        self.ctx = _mlp([ctx_dim, hidden])
+        self.score = nn.Sequential(_mlp([4 * hidden, hidden]), nn.Linear(hidden, 1))
+        self.extra_head = (
+            nn.Sequential(_mlp([3 * hidden, hidden]), nn.Linear(hidden, extra_actions)) if extra_actions else None
+        )
+        self.value = _mlp([3 * hidden, hidden])
+        self.latent_dim_pi = n_items + extra_actions
+        self.latent_dim_vf = hidden
+
+    def _encode(self, x: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
+        """Per-item codes (B, n, h) and the summary [mean, max, context] (B, 3h)."""
+        b = x.shape[0]
+        items = x[:, : self.n_items * self.item_dim].reshape(b, self.n_items, self.item_dim)
+        codes = self.item(items)
+        if self.present_index >= 0:
+            present = (items[..., self.present_index] > 0.5).unsqueeze(-1).to(codes.dtype)
+        else:
+            present = th.ones_like(codes[..., :1])
+        count = present.sum(dim=1).clamp(min=1.0)
+        mean = (codes * present).sum(dim=1) / count
+        maxed = (codes * present - (1.0 - present) * 1e4).max(dim=1).values
+        maxed = th.where(present.sum(dim=1) > 0, maxed, th.zeros_like(maxed))
+        ctx = self.ctx(x[:, self.n_items * self.item_dim :])
+        return codes, th.cat([mean, maxed, ctx], dim=-1)
+
+    def forward_actor(self, x: th.Tensor) -> th.Tensor:
+        codes, summary = self._encode(x)
+        joined = th.cat([codes, summary.unsqueeze(1).expand(-1, self.n_items, -1)], dim=-1)
+        logits = self.score(joined).squeeze(-1)
+        if self.extra_head is not None:
+            logits = th.cat([logits, self.extra_head(summary)], dim=-1)
+        return logits
+
+    def forward_critic(self, x: th.Tensor) -> th.Tensor:
+        return self.value(self._encode(x)[1])
+
+    def forward(self, x: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
+        return self.forward_actor(x), self.forward_critic(x)
+
+
+class SlotPolicy(MaskableActorCriticPolicy):
+    """MaskablePPO policy over item rows. ``policy_kwargs``: ``n_items``, ``item_dim``,
+    ``extra_actions``, ``present_index``, ``hidden`` (see :class:`SlotScorer`)."""
+
+    def __init__(
+        self,
+        *args: Any,
+        n_items: int,
+        item_dim: int,
+        extra_actions: int = 0,
+        present_index: int = -1,
+        hidden: int = 64,
+        **kwargs: Any,
+    ) -> None:
+        self.slot_kwargs = dict(
+            n_items=n_items, item_dim=item_dim, extra_actions=extra_actions, present_index=present_index, hidden=hidden
+        )
+        super().__init__(*args, **kwargs)
+
+    def _build_mlp_extractor(self) -> None:
+        ctx = self.features_dim - self.slot_kwargs["n_items"] * self.slot_kwargs["item_dim"]
+        self.mlp_extractor = SlotScorer(ctx_dim=ctx, **self.slot_kwargs)  # type: ignore[assignment]
+
+    def _build(self, lr_schedule: Any) -> None:
+        super()._build(lr_schedule)
+        self.action_net = nn.Identity()  # the scorer's output already is the logits
+        self.optimizer = self.optimizer_class(self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs)  # type: ignore[call-arg]
+
+    def _get_constructor_parameters(self) -> dict[str, Any]:
+        data = super()._get_constructor_parameters()
+        data.update(self.slot_kwargs)
+        return data
+
+
+def ordering_policy_kwargs(max_jobs: int, hidden: int = 64) -> dict[str, Any]:
+    return dict(n_items=max_jobs, item_dim=len(JOB_FEATURES), extra_actions=1, present_index=0, hidden=hidden)
+
+
+def placement_policy_kwargs(num_servers: int, hidden: int = 64) -> dict[str, Any]:
+    return dict(n_items=num_servers, item_dim=len(SERVER_FEATURES), extra_actions=0, present_index=-1, hidden=hidden)
+
+
+__all__ = ["CLUSTER_FEATURES", "SlotPolicy", "SlotScorer", "ordering_policy_kwargs", "placement_policy_kwargs"]

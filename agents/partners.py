@@ -1,0 +1,118 @@
+"""Frozen agents in the other seat, and agent-driven episodes.
+
+* :class:`AgentPlacer`: a trained placement policy placing the ordering env's chosen job.
+* :class:`AgentOrdering`: a trained ordering policy as the placement env's ordering component
+  (it follows the ``Ordering`` protocol: ``rank`` yields its successive choices).
+* :func:`run_episode`: both seats filled (agents, or heuristics by name) on one scenario seed,
+  through the same :class:`~envs.core.Core` the envs use; returns the episode's metrics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Protocol
+
+import numpy as np
+
+from envs.core import Core, CoreConfig
+from envs.obs import Encoder
+from envs.sim.policy import ClusterView
+
+
+class Predictor(Protocol):
+    def predict(self, observation: Any, deterministic: bool = ..., action_masks: Any = ...) -> tuple[Any, Any]: ...
+
+
+def _act(model: Predictor, obs: np.ndarray, mask: np.ndarray) -> int:
+    action, _ = model.predict(obs, deterministic=True, action_masks=mask)
+    return int(action)
+
+
+class AgentPlacer:
+    """Places ``core.placing`` with a trained placement policy (deterministic)."""
+
+    def __init__(self, model: Predictor) -> None:
+        self.model = model
+        self._encoder: Encoder | None = None
+
+    def __call__(self, core: Core) -> None:
+        enc = self._encoder
+        if enc is None or enc.core is not core:
+            enc = self._encoder = Encoder(core, slots=1)
+        if enc.episode is not core.engine:
+            enc.reset()
+        while True:
+            mask = core.placement_mask()
+            valid = np.flatnonzero(mask)
+            server = (
+                int(valid[0])
+                if len(valid) == 1
+                else _act(self.model, enc.placement(core.placing, core.left, core.chosen, mask), mask)
+            )
+            if core.place_on(server):
+                return
+
+
+class AgentOrdering:
+    """A trained ordering policy as an ``Ordering`` component of ``core`` (its env's core)."""
+
+    blocking = True  # it stops when the agent says "advance"
+
+    def __init__(self, model: Predictor, core: Core, slots: int) -> None:
+        self.model, self.core, self.slots = model, core, slots
+        self.encoder = Encoder(core, slots)
+
+    def rank(self, view: ClusterView) -> Iterator[int]:
+        if self.encoder.episode is not self.core.engine:
+            self.encoder.reset()
+        while True:
+            visible = self.core.pending()[: self.slots]
+            fits = [self.core.can_start(j) is not None for j in visible]
+            if not any(fits):
+                return
+            mask = np.zeros(self.slots + 1, dtype=bool)
+            mask[: len(fits)] = fits
+            mask[self.slots] = True
+            a = _act(self.model, self.encoder.ordering(visible, fits), mask)
+            if a == self.slots:
+                return
+            yield visible[a]
+
+
+def run_episode(
+    config: CoreConfig,
+    seed: int,
+    ordering: Predictor | str,
+    placement: Predictor | None = None,
+    slots: int = 32,
+) -> dict[str, Any]:
+    """One episode with the ordering seat taken by a policy (or heuristic ``ordering`` by name)
+    and the placement seat by a policy (or the config's placement heuristic); its metrics."""
+    core = Core(config)
+    core.reset(seed)
+    enc = Encoder(core, slots)
+    enc.reset()
+    placer = AgentPlacer(placement) if placement is not None else None
+    heuristic = core.heuristic(ordering).ordering if isinstance(ordering, str) else None
+    while not core.done:
+        visible = core.pending()[:slots]
+        fits = [core.can_start(j) is not None for j in visible]
+        job: int | None = None
+        if any(fits):
+            if heuristic is not None:
+                job = core.expert_job(heuristic, visible)
+            else:
+                mask = np.zeros(slots + 1, dtype=bool)
+                mask[: len(fits)] = fits
+                mask[slots] = True
+                a = _act(ordering, enc.ordering(visible, fits), mask)  # type: ignore[arg-type]
+                job = visible[a] if a < slots else None
+        if job is None:
+            core.advance()
+        elif placer is not None:
+            core.begin_placement(job)
+            placer(core)
+        else:
+            core.start(job)
+    assert core.metrics is not None
+    return core.metrics
