@@ -8,6 +8,7 @@ name them in order.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -55,9 +56,9 @@ SERVER_FEATURES = (
     "free",  # free GPUs / its GPUs
     "inference",  # 1 for an inference server
     "reclaiming",  # 1 if it is being reclaimed
-    "type_speed",  # training speed of its GPU type (V100 = 1)
-    "speed_est",  # estimated machine speed factor (cloud; 1 elsewhere), minus 1, clipped
-    "speed_std",  # uncertainty of that estimate
+    "type_speed",  # training speed of its GPU type / 2 (V100 = 0.5)
+    "speed_est",  # estimated machine speed factor - 1, learned from observed job speeds (SpeedEstimator)
+    "speed_std",  # the estimate's standard deviation (in log-speed)
     "jobs",  # log1p(jobs hosted) / 3
     "allowed",  # 1 if the current job may use its GPU type
     "chosen",  # 1 if the current job already has workers there
@@ -67,6 +68,64 @@ SERVER_FEATURES = (
 
 def _log(x: float, scale: float) -> float:
     return min(1.0, math.log1p(max(0.0, x)) / scale)
+
+
+class SpeedEstimator:
+    """Each machine's speed factor, learned from the speeds its jobs are observed to run at (ours,
+    in the spirit of the dual-agent paper's random-walk Gaussian process over machine similarity).
+
+    Every run of a job gives one observation ``y = log(observed rate / nominal rate)`` (nominal:
+    the throughput model's rate for its GPUs, type and spread, times the co-location slowdown of
+    the scenario's known contention model, so ``y`` holds the machine factor and the run's
+    fluctuation), credited to each server it runs on (the slowest one sets a gang's pace, so the
+    others' estimates are biased low: ours, accepted for one-server jobs being the common case). Model:
+    ``log factor = group effect + machine effect``, group effects ~ N(0, 0.15^2) shared by the
+    machines of one rack / SKU group (the similarity), machine effects ~ N(0, 0.05^2),
+    observation noise ~ N(0, 0.1^2). The group effect's posterior pools all its machines'
+    observations; each machine's posterior then adds its own. Conjugate normal updates, exact
+    for this model given the variances; cheap enough for every placement step.
+    """
+
+    GROUP_VAR, MACHINE_VAR, NOISE_VAR = 0.15**2, 0.05**2, 0.1**2
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+        servers = engine.cluster.servers
+        self.group = np.array([s.group for s in servers])
+        self.sum = np.zeros(len(servers))
+        self.count = np.zeros(len(servers))
+        self._seen: set[tuple[int, int]] = set()  # (job, run) already counted
+
+    def observe(self) -> None:
+        e = self.engine
+        for idx in e.running:
+            j = e.jobs[idx]
+            run = (idx, j.preemptions + j.scales + j.migrations)
+            if run in self._seen or j.rate <= 0.0 or j.gpu_type is None:
+                continue
+            self._seen.add(run)
+            nominal = e.throughput.rate(j.spec, j.workers, j.nservers, j.gpu_type) * j.mults[j.phase] * j.crowd
+            y = math.log(j.rate / nominal)
+            for sid in {s for s, _ in (*j.base, *j.flex)}:
+                self.sum[sid] += y
+                self.count[sid] += 1
+
+    def estimate(self) -> tuple[np.ndarray, np.ndarray]:
+        """(posterior mean, posterior std) of every machine's log speed factor."""
+        self.observe()
+        per_obs = self.MACHINE_VAR + self.NOISE_VAR  # an observation seen from the group's side
+        groups = np.unique(self.group)
+        g_mean = np.zeros(len(self.group))
+        g_var = np.zeros(len(self.group))
+        for g in groups:
+            m = self.group == g
+            prec = 1.0 / self.GROUP_VAR + self.count[m].sum() / per_obs
+            g_mean[m] = self.sum[m].sum() / per_obs / prec
+            g_var[m] = 1.0 / prec
+        prior_var = g_var + self.MACHINE_VAR
+        prec = 1.0 / prior_var + self.count / self.NOISE_VAR
+        mean = (g_mean / prior_var + self.sum / self.NOISE_VAR) / prec
+        return mean, np.sqrt(1.0 / prec)
 
 
 class Encoder:
@@ -105,6 +164,7 @@ class Encoder:
         self._static = static
         self._inf_servers = sum(1 for s in e.cluster.servers if s.pool == Pool.INFERENCE)
         self._training_keys = [k for k in e.cluster.pool_types if k[1] == Pool.TRAINING]
+        self.speeds = SpeedEstimator(e)
         self._size = max(s.num_gpus for s in e.cluster.servers)
 
     # ------------------------------------------------------------------ ordering
@@ -179,11 +239,13 @@ class Encoder:
             srv[i, 1] = cl.free[i] / s.num_gpus
             srv[i, 2] = 1.0 if s.pool == Pool.INFERENCE else 0.0
             srv[i, 3] = 1.0 if st == ServerStatus.RECLAIMING else 0.0
-            srv[i, 4] = s.gpu_type.speed
-            srv[i, 5] = max(-1.0, min(1.0, s.speed_factor - 1.0)) if False else 0.0
+            srv[i, 4] = min(1.0, s.gpu_type.speed / 2.0)
             srv[i, 7] = _log(len(cl.hosted[i]), 3.0)
             srv[i, 8] = 1.0 if spec.allows(s.gpu_type) else 0.0
             srv[i, 9] = 1.0 if i in chosen else 0.0
+        mean, std = self.speeds.estimate()
+        srv[:, 5] = np.clip(np.expm1(mean), -1.0, 1.0)
+        srv[:, 6] = np.clip(std, 0.0, 1.0)
         srv[:, 10] = valid
         row = self._static[job].copy()
         j = e.jobs[job]

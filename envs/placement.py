@@ -42,9 +42,9 @@ class PlacementEnv(gym.Env[np.ndarray, np.int64]):
     | s*11 + 1 | free | free GPUs / its GPUs |
     | s*11 + 2 | inference | 1 for an inference server |
     | s*11 + 3 | reclaiming | 1 if it is being reclaimed |
-    | s*11 + 4 | type_speed | training speed of its GPU type (V100 = 1) |
-    | s*11 + 5 | speed_est | estimated machine speed factor - 1 (cloud scenario) |
-    | s*11 + 6 | speed_std | uncertainty of that estimate |
+    | s*11 + 4 | type_speed | training speed of its GPU type / 2 (V100 = 0.5) |
+    | s*11 + 5 | speed_est | machine speed factor - 1, estimated from observed job speeds |
+    | s*11 + 6 | speed_std | its standard deviation (log speed; envs.obs.SpeedEstimator) |
     | s*11 + 7 | jobs | log1p(jobs hosted) / 3 |
     | s*11 + 8 | allowed | 1 if the job may use its GPU type |
     | s*11 + 9 | chosen | 1 if the job already has workers there |

@@ -155,3 +155,21 @@ def test_placement_expert_reproduces_its_heuristic(name):
     for k, v in direct.items():
         if k not in TIMING_KEYS:
             assert info["metrics"][k] == v, k
+
+
+def test_speed_estimator_learns_the_machines_speeds_in_the_cloud_scenario():
+    env = gym.make(
+        "loangym/Placement-v0", scenario="cloud", ordering="sjf", placement="sjf", scaling="sjf", reclaim="sjf"
+    ).unwrapped
+    env.reset(options={"scenario_seed": 1})
+    done = False
+    while not done:
+        _, _, te, tr, _ = env.step(env.expert_action())
+        done = te or tr
+    est = env.encoder.speeds
+    mean, std = est.estimate()
+    truth = np.log([s.speed_factor for s in env.core.engine.cluster.servers])
+    seen = est.count > 0
+    assert seen.sum() >= 10
+    assert np.corrcoef(mean[seen], truth[seen])[0, 1] > 0.8
+    assert (std[seen] < np.sqrt(est.GROUP_VAR + est.MACHINE_VAR)).all()
