@@ -58,7 +58,7 @@ class CoreConfig:
     placement: str = "aryl"
     scaling: str = "aryl"
     reclaim: str = "aryl"
-    preemption: str | None = None
+    preemption: str | None = "aryl"
     reward: str = "jct"
 
     @staticmethod

@@ -84,7 +84,7 @@ class OrderingEnv(gym.Env[np.ndarray, np.int64]):
     ## Arguments
     ``gymnasium.make("loangym/Ordering-v0", scenario="default", overrides=None, trace=None,
     seeds=(0, 10000), max_jobs=32, placement="aryl", scaling="aryl", reclaim="aryl",
-    preemption=None, reward="jct", placer=None)``. ``placement`` names the heuristic that
+    preemption="aryl", reward="jct", placer=None)``. ``placement`` names the heuristic that
     decides whether a job fits, its gang size and (unless ``placer`` is given) its servers;
     ``placer`` is a callable ``placer(core)`` that places the job ``core.placing`` worker by
     worker (a frozen placement agent, see ``agents.partners``). Each ``reset`` draws the episode's scenario seed from

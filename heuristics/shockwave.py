@@ -52,7 +52,9 @@ class ShockwaveConfig:
     :param lam: boost exponent of a lagging job when the bound is dropped (Shockwave: 12).
     :param near_done_power: boost exponent of a lagging job with less than a round left
         (Shockwave: 100).
-    :param boost_cap: largest boost (ours).
+    :param boost_cap: largest boost; when a boost would exceed it, all are scaled down by the same
+        factor (ours: keeps the MILP's coefficients in a solver's numerical range).
+    :param boost_floor: smallest weight after that scaling (ours).
     :param momentum: weight of the time average in the smoothed fair finish time (Shockwave: 0.9).
     :param fairness: enforce the finish-time-fairness constraint (off: the efficiency terms only).
     :param time_limit_s: HiGHS time limit per solve (Shockwave: 15 s for Gurobi/MOSEK).
@@ -67,6 +69,7 @@ class ShockwaveConfig:
     lam: float = 12.0
     near_done_power: float = 100.0
     boost_cap: float = 1e4
+    boost_floor: float = 1e-4
     momentum: float = 0.9
     fairness: bool = True
     time_limit_s: float = 1.0
@@ -158,9 +161,11 @@ class Shockwave:
         if relaxed:
             lagging = rho_hat > c.rho_max
             power = np.where(remaining < c.round_s, c.near_done_power, c.lam)
-            with np.errstate(over="ignore"):
-                boost = np.where(lagging, np.power(np.maximum(rho_hat, 1.0), power), 1.0)
-            weights = np.minimum(boost, c.boost_cap)
+            # in log space: rho_hat ** power overflows; past boost_cap every boost is scaled by the
+            # same factor, so the most lagging job still counts most (ours)
+            log_boost = np.where(lagging, power * np.log(np.maximum(rho_hat, 1.0)), 0.0)
+            log_boost -= max(0.0, float(log_boost.max()) - np.log(c.boost_cap))
+            weights = np.exp(np.maximum(log_boost, np.log(c.boost_floor)))
             plan = solve(_with(base, weights=weights), c.time_limit_s, c.mip_rel_gap)
         assert plan is not None
         self.plans.append(PlanRecord(now, len(active), plan.status, relaxed and c.fairness, plan.seconds))
