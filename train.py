@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     table = Table(title=f"held-out seeds {list(config.eval_seeds)}: mean over episodes")
     for col in ("policy", "avg JCT s", "p95 JCT s", "avg queue s", "usage"):
         table.add_column(col, justify="right")
-    rows = [("agent (latest)", last["agent"])] + list(last["baselines"].items())
+    rows = [("agent (latest)", last["agent"]), *list(last["baselines"].items())]
     for name, m in rows:
         table.add_row(
             name,

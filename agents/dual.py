@@ -131,8 +131,8 @@ class TrainConfig:
         per_round = self.total_steps / max(1, self.rounds)
         out = []
         for r in range(self.rounds):
-            o = int(round(per_round * self.ordering_share))
-            out += [(r, ORDERING, o), (r, PLACEMENT, int(round(per_round)) - o)]
+            o = round(per_round * self.ordering_share)
+            out += [(r, ORDERING, o), (r, PLACEMENT, round(per_round) - o)]
         return [p for p in out if p[2] > 0]
 
 
