@@ -14,7 +14,9 @@ Registered policies (all borrow the inference cluster's idle servers):
   requested ``num_gpus``; no phase 2).
 - ``aryl-nogroup``: the placement ablation (paper Table 6): elastic jobs go to training servers
   first like inelastic ones, and their flexible workers may share servers with their base.
-- ``afs``: phase 2 replaced by AFS's greedy (:class:`~heuristics.aryl_scaling.AfsScaling`).
+- ``afs``: AFS (Hwang et al., NSDI'21) as Aryl compares to it: the same placement, room and
+  reclaim, but jobs admitted by throughput per GPU (:class:`AfsOrdering`) and flexible workers
+  given greedily by marginal throughput per GPU (:class:`~heuristics.aryl_scaling.AfsScaling`).
 
 The paper's "Baseline" is ``fifo`` (it never borrows); "Ideal" is any of these with
 ``--set inference.never_reclaim=true``.
@@ -152,11 +154,15 @@ class ArylOrdering:
         rem = view.state(job).remaining_work
         return rem / rate if rate > 0 else math.inf
 
+    def priority(self, view: ClusterView, job: int) -> float:
+        """Smaller goes first: the remaining time (shortest remaining time first)."""
+        return self.remaining_time(view, job)
+
     def _sync(self, view: ClusterView) -> None:
         new, self._cursor = view.entered_since(self._cursor)
         for job in new:
             if view.status_of(job) == JobStatus.PENDING:
-                key = (self.remaining_time(view, job), view.job(job).submit_time, job)
+                key = (self.priority(view, job), view.job(job).submit_time, job)
                 self._queue.add(key, view.state(job).queued_since)
 
     def pending_ranked(self, view: ClusterView) -> tuple[list[int], list[int]]:
@@ -190,6 +196,28 @@ class ArylOrdering:
             yield job, False
 
 
+class AfsOrdering(ArylOrdering):
+    """AFS's admission (ours, after Aryl's description of AFS: it "greedily prioritizes the jobs
+    with the highest throughput per GPU"): pending jobs by decreasing throughput per GPU at their
+    base demand (``view.rate`` on the base, packed, divided by the rate on one GPU and by the
+    base; the best over the GPU types the job accepts), then submit time. AFS's greedy gives the
+    next GPU to the highest marginal throughput per GPU, and a job's first GPUs are worth its
+    throughput per GPU, more than most jobs' extra GPUs: so pending jobs come before flexible
+    workers (the room component), in this order. The same age bound applies."""
+
+    def priority(self, view: ClusterView, job: int) -> float:
+        spec = view.job(job)
+        need = self.placement.demand(spec)
+        index = self.placement.index(view)
+        best = 0.0
+        for t, p in self.placement.keys(view, spec):
+            size = int(index.cap[t, p].max())
+            one = view.rate(job, 1, 1, t)
+            if one > 0:
+                best = max(best, view.rate(job, need, packed_servers(need, size), t) / one / need)
+        return -best
+
+
 def build(
     name: str,
     config: ArylConfig | None = None,
@@ -202,11 +230,12 @@ def build(
     :param elastic: elastic jobs start at their base and phase 2 scales them (off: "Basic").
     :param grouped: elastic jobs prefer loaned servers and keep their flexible workers off the
         servers of their base workers (off: the ``aryl-nogroup`` ablation).
-    :param afs: phase 2 by AFS's greedy instead of the knapsack.
+    :param afs: AFS instead of Aryl: admission by throughput per GPU (:class:`AfsOrdering`) and
+        phase 2 by AFS's greedy instead of the knapsack.
     """
     cfg = config or ArylConfig()
     placement = ArylPlacement(elastic=elastic, loaned_first=grouped and cfg.elastic_loaned_first)
-    ordering = ArylOrdering(placement, cfg.age_bound_s)
+    ordering = (AfsOrdering if afs else ArylOrdering)(placement, cfg.age_bound_s)
     scaling: Scaling = NoScaling()
     room: Preemption = NoPreemption()
     if elastic:

@@ -252,3 +252,14 @@ def test_per_run_fluctuation_is_seeded():
     np.testing.assert_array_equal(a, b)
     assert not np.array_equal(a, c)
     assert not np.allclose(a - np.array([10.0 * i for i in range(5)]), 1000.0)
+
+
+def test_stop_ends_a_job_early_and_frees_its_gpus():
+    from envs.sim.policy import Stop
+
+    # j0 (1000 s) stopped at 400 (40% done); j1 waits for the whole server and starts then.
+    script = {0.0: [Start(0, ((0, 8),))], 400.0: [Stop(0), Start(1, ((0, 8),))]}
+    r = run(servers(1), [job(0, 0, 1000, 8), job(1, 0, 100, 8)], Scripted(script))
+    assert events(r, "finish") == [(400.0, "finish", 0, "stopped at 0.4"), (500.0, "finish", 1, "")]
+    assert r.stopped.tolist() == [True, False]
+    assert r.work_done[0] == 400.0

@@ -47,6 +47,7 @@ from envs.sim.policy import (
     Scheduler,
     ServerStatus,
     Start,
+    Stop,
 )
 from envs.sim.throughput import ThroughputModel
 
@@ -140,6 +141,7 @@ class _Job:
         "scales",
         "spec",
         "status",
+        "stopped",
         "sys_at_submit",
         "version",
         "work",
@@ -192,6 +194,7 @@ class _Job:
         self.sys_at_submit = 0.0
         self.cap_at_submit = 0.0
         self.fair = 1.0
+        self.stopped = False  # ended early by a Stop action
         self.noise = 1.0  # this run's speed fluctuation
         self.crowd = 1.0  # co-location slowdown
 
@@ -229,6 +232,7 @@ class SimResult:
     migrations: np.ndarray
     lost_gpu_s: np.ndarray
     lost_work: np.ndarray
+    stopped: np.ndarray  # bool: ended early by a Stop action (work_done < work)
     work: np.ndarray
     work_done: np.ndarray
     fee: np.ndarray
@@ -459,6 +463,12 @@ class Engine:
                 self._record("phase", idx, f"x{j.mults[j.phase]:g}")
             return False
         j.work_done = j.work
+        self._complete(j)
+        return True
+
+    def _complete(self, j: _Job) -> None:
+        """A running job ends now (its work done, or stopped early)."""
+        idx = j.idx
         self._release_all(j)
         j.status = JobStatus.DONE
         j.finish = self.now
@@ -470,8 +480,7 @@ class Engine:
             self.deadline_misses += 1
         self.done += 1
         if self._trace:
-            self._record("finish", idx)
-        return True
+            self._record("finish", idx, "" if j.work_done >= j.work else f"stopped at {j.work_done / j.work:.6g}")
 
     def _on_grace_done(self, idx: int, version: int) -> bool:
         j = self.jobs[idx]
@@ -640,6 +649,11 @@ class Engine:
         elif isinstance(action, Preempt):
             j = self._job(action, action.job, JobStatus.RUNNING)
             self._preempt(j, action.graceful, reclaim=self._on_reclaiming(j))
+        elif isinstance(action, Stop):
+            j = self._job(action, action.job, JobStatus.RUNNING)
+            self._settle(j)
+            j.stopped = True
+            self._complete(j)
         else:
             raise DecisionError(f"policy {self.scheduler.name}: {action!r} is not an action")
 
@@ -896,6 +910,7 @@ class Engine:
             migrations=np.array([j.migrations for j in jobs], dtype=np.int64),
             lost_gpu_s=np.array([j.lost_gpu_s for j in jobs]),
             lost_work=np.array([j.lost_work for j in jobs]),
+            stopped=np.array([j.stopped for j in jobs], dtype=bool),
             work=np.array([j.work for j in jobs]),
             work_done=np.array([j.work_done for j in jobs]),
             fee=np.array(

@@ -88,7 +88,15 @@ class Preempt:
     graceful: bool = False
 
 
-Action = Start | Scale | Migrate | Preempt
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """End running job ``job`` now, before its work is done: it counts as finished (e.g. MLFS
+    stops jobs early at their required accuracy when the cluster is overloaded)."""
+
+    job: int
+
+
+Action = Start | Scale | Migrate | Preempt | Stop
 
 
 @dataclass(frozen=True, slots=True)
