@@ -118,10 +118,6 @@ def main(argv: list[str] | None = None) -> int:
     command = ["train.py", *(argv if argv is not None else sys.argv[1:])]
     if not args.resume:
         run = rundir.new_run_dir(config, Path(args.out))
-        rundir.write_run_files(run, config, command)
-    else:
-        with (run / "command.txt").open("a", encoding="utf-8") as f:
-            f.write(" ".join(command) + "\n")
     console.print(f"run folder: {run}")
 
     with Progress(
@@ -135,6 +131,11 @@ def main(argv: list[str] | None = None) -> int:
     ) as bar:
         task = bar.add_task("steps", total=config.total_steps)
         trainer = Trainer(config, run, progress=lambda n: bar.advance(task, n))
+        if args.resume:
+            with (run / "command.txt").open("a", encoding="utf-8") as f:
+                f.write(" ".join(command) + "\n")
+        else:
+            rundir.write_run_files(run, config, command, trainer.layout())
         bar.update(task, completed=min(trainer.state.steps, config.total_steps))
         try:
             if config.bc and not trainer.state.bc:

@@ -33,6 +33,7 @@ from agents.dataset import RecordConfig, load_merged, record, save_demos
 from agents.networks import SlotPolicy, ordering_policy_kwargs, placement_policy_kwargs
 from agents.partners import AgentOrdering, AgentPlacer, run_episode
 from envs.core import CoreConfig
+from envs.obs import OBS_VERSION
 from envs.placement import PlacementEnv
 from envs.sim import scenarios
 from envs.sim.fileio import atomic_write
@@ -346,6 +347,17 @@ class Trainer:
         self.save(best=improved)
         log.info("eval at %d steps: agent avg JCT %.0f s", step, agent["avg_jct_s"])
         return entry
+
+    def layout(self) -> dict[str, int]:
+        """The agents' observation layout (saved as layout.json; evaluation checks it)."""
+        o, pe = self.ordering_env.envs[0].unwrapped, self.placement_env.envs[0].unwrapped
+        return {
+            "obs_version": OBS_VERSION,
+            "max_jobs": self.config.max_jobs,
+            "ordering_obs_dim": int(o.observation_space.shape[0]),
+            "num_servers": int(pe.num_servers),
+            "placement_obs_dim": int(pe.observation_space.shape[0]),
+        }
 
     def _log_hparams(self) -> None:
         if self._hparams_logged:

@@ -5,6 +5,7 @@ enough to resume training or to evaluate the agents it holds."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 import typing
 from pathlib import Path
@@ -34,10 +35,23 @@ def new_run_dir(config: TrainConfig, root: Path) -> Path:
     return path
 
 
-def write_run_files(run: Path, config: TrainConfig, command: list[str]) -> None:
+def write_run_files(run: Path, config: TrainConfig, command: list[str], layout: dict[str, int]) -> None:
+    """config.yaml, command.txt, commit.txt and layout.json (the agents' observation layout:
+    ``obs_version``, ``max_jobs``, ``ordering_obs_dim``, ``num_servers``, ``placement_obs_dim``)."""
     atomic_write(run / "config.yaml", yaml.safe_dump(to_plain(config), sort_keys=False))
     atomic_write(run / "command.txt", " ".join(command) + "\n")
     atomic_write(run / "commit.txt", git_commit() + "\n")
+    atomic_write(run / "layout.json", json.dumps(layout, indent=2) + "\n")
+
+
+def load_layout(run: Path) -> dict[str, int]:
+    path = run / "layout.json"
+    if not path.exists():
+        raise RunDirError(f"{run}: not a training run folder (it has no layout.json).")
+    try:
+        return dict(json.loads(path.read_text(encoding="utf-8")))
+    except (ValueError, TypeError) as e:
+        raise RunDirError(f"{path}: not valid JSON ({e}).") from None
 
 
 def to_plain(config: TrainConfig) -> dict[str, Any]:

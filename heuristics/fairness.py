@@ -38,9 +38,27 @@ from heuristics.shockwave_rounds import capacity, round_actions
 
 @dataclass(frozen=True)
 class FairConfig:
-    """:param round_s: seconds per round (Shockwave's simulator: 120 s for every policy)."""
+    """:param round_s: seconds per round (Shockwave's simulator: 120 s for every policy).
+    :param min_run_rounds: a started job keeps its GPUs for at least this many consecutive rounds
+        (a lease, as Themis' and as ``shockwave``'s; ours: each start pays the restart overhead)."""
 
     round_s: float = 120.0
+    min_run_rounds: int = 3
+
+
+class _Leases:
+    """Rounds each running job has run since it (re)started; the ones still within their lease."""
+
+    def __init__(self) -> None:
+        self._stint: dict[int, int] = {}
+
+    def tick(self, view: ClusterView) -> None:
+        self._stint = {j: self._stint.get(j, 0) + 1 for j in view.running if view.status_of(j) == JobStatus.RUNNING}
+
+    def order(self, ranked: list[int], rounds: int) -> list[int]:
+        """``ranked`` with the jobs still within their lease moved to the front (stable)."""
+        held = [j for j in ranked if 0 < self._stint.get(j, 0) < rounds]
+        return held + [j for j in ranked if not 0 < self._stint.get(j, 0) < rounds]
 
 
 def _active(view: ClusterView) -> list[int]:
@@ -56,6 +74,7 @@ class Themis:
     def __post_init__(self) -> None:
         self.round_s: float | None = self.config.round_s
         self.observer = RegimeObserver()
+        self._leases = _Leases()
         self._reclaim = FewestJobsReclaim()
 
     def rho_hat(self, view: ClusterView, job: int, contention: float) -> float:
@@ -69,12 +88,14 @@ class Themis:
         self.observer.observe(view)
         if not view.round_tick:
             return
+        self._leases.tick(view)
         active = _active(view)
         if not active:
             return
         contention = max(1.0, len(active) / max(1, capacity(view)))
         rho = {j: self.rho_hat(view, j, contention) for j in active}
-        yield from round_actions(view, sorted(active, key=lambda j: (-rho[j], view.job(j).submit_time, j)))
+        ranked = sorted(active, key=lambda j: (-rho[j], view.job(j).submit_time, j))
+        yield from round_actions(view, self._leases.order(ranked, self.config.min_run_rounds))
 
     def reclaim(self, view: ClusterView, k: int) -> list[int]:
         return list(self._reclaim.reclaim(view, k))
@@ -88,6 +109,7 @@ class MaxMin:
 
     def __post_init__(self) -> None:
         self.round_s: float | None = self.config.round_s
+        self._leases = _Leases()
         self._reclaim = FewestJobsReclaim()
 
     @staticmethod
@@ -98,9 +120,11 @@ class MaxMin:
     def decide(self, view: ClusterView) -> Iterator[Action]:
         if not view.round_tick:
             return
+        self._leases.tick(view)
         active = _active(view)
         tput = {j: self.normalised_throughput(view, j) for j in active}
-        yield from round_actions(view, sorted(active, key=lambda j: (tput[j], view.job(j).submit_time, j)))
+        ranked = sorted(active, key=lambda j: (tput[j], view.job(j).submit_time, j))
+        yield from round_actions(view, self._leases.order(ranked, self.config.min_run_rounds))
 
     def reclaim(self, view: ClusterView, k: int) -> list[int]:
         return list(self._reclaim.reclaim(view, k))

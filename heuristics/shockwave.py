@@ -59,7 +59,9 @@ class ShockwaveConfig:
     :param fairness: enforce the finish-time-fairness constraint (off: the efficiency terms only).
     :param time_limit_s: HiGHS time limit per solve (Shockwave: 15 s for Gurobi/MOSEK).
     :param mip_rel_gap: relative optimality gap (Shockwave: 1e-3).
-    :param log_points: tangent points of the log approximation."""
+    :param log_points: tangent points of the log approximation.
+    :param min_run_rounds: a started job that the new plan still runs keeps its GPUs for at least
+        this many consecutive rounds (ours: a lease; each start pays the restart overhead)."""
 
     round_s: float = 120.0
     window_rounds: int = 20
@@ -75,6 +77,7 @@ class ShockwaveConfig:
     time_limit_s: float = 1.0
     mip_rel_gap: float = 1e-3
     log_points: tuple[float, ...] = LOG_POINTS
+    min_run_rounds: int = 3
 
 
 @dataclass(frozen=True)
@@ -102,6 +105,7 @@ class Shockwave:
         self._rounds: list[list[int]] = []  # the plan, round by round, in priority order
         self._at = 0  # next round of the plan to run
         self._remaining: dict[int, float] = {}
+        self._stint: dict[int, int] = {}  # rounds a running job has run since it (re)started
         self._reclaim = FewestJobsReclaim()
 
     # ------------------------------------------------------------------ decisions
@@ -112,6 +116,7 @@ class Shockwave:
         active = tuple(sorted([*view.pending, *(j for j in view.running if view.status_of(j) == JobStatus.RUNNING)]))
         if not active:
             return
+        self._stint = {j: self._stint.get(j, 0) + 1 for j in view.running if view.status_of(j) == JobStatus.RUNNING}
         if active != self._jobs or self._at >= min(self.config.replan_every, len(self._rounds)):
             self._plan(view, active, changed=set(active) != set(self._jobs))
         chosen = [j for j in self._rounds[self._at] if j in self._remaining]
@@ -170,9 +175,13 @@ class Shockwave:
         assert plan is not None
         self.plans.append(PlanRecord(now, len(active), plan.status, relaxed and c.fairness, plan.seconds))
         running = {j for j in active if view.status_of(j) == JobStatus.RUNNING}
+        planned = plan.x.any(axis=1)
+        leased = {
+            j for i, j in enumerate(active) if planned[i] and j in running and self._stint.get(j, 0) < c.min_run_rounds
+        }
         order = sorted(
             range(len(active)),
-            key=lambda i: (-weights[i], active[i] not in running, -rho_hat[i], active[i]),
+            key=lambda i: (active[i] not in leased, -weights[i], active[i] not in running, -rho_hat[i], active[i]),
         )
         x = arrange(plan.x, gpus, gpus_total, order)
         rank = {i: r for r, i in enumerate(order)}
