@@ -1,25 +1,38 @@
 #!/usr/bin/env python3
-"""Evaluate scheduling policies on scenarios and seeds.
+"""Evaluate scheduling policies (heuristics and trained agents) on scenarios, seeds and settings.
 
-    python evaluate.py --policies fifo,sjf,tiresias --scenario loaning --seeds 0,1,2 --out results/
-    python evaluate.py --policies fifo,sjf --trace my_cluster.csv --out results/
+    python evaluate.py --policies fifo,sjf,aryl --scenarios default,loaning --seeds 0-9 --out results/x
+    python evaluate.py --policies fifo,aryl,ppo:runs/default__dual__0__20261129-120000 --seeds 0-4 --out results/y
+    python evaluate.py --policies fifo,tiresias --set cluster.training_servers=8,16 --set policy.round_s=60 --out r/
+    python evaluate.py --policies fifo,sjf --trace my_cluster.csv --out results/mine
+    python evaluate.py --policies fifo,sjf --seeds 0-99 --backend ray --workers 8 --out results/big
 
-Prints a table of the mean over seeds and writes OUT/results.json and OUT/results.csv.
-A user error (bad trace, unknown policy or scenario, bad --set) prints one sentence and exits 2.
+Each (policy, scenario, seed, setting) is one task; ``--set key=v1,v2`` sweeps a grid (the
+Cartesian product over every key given several values; ``;`` separates the items of one
+tuple-valued value: ``--set cluster.training_mix=V100-32GB:6;A100-40GB:4``). ``ppo:RUN`` evaluates
+the agents of a train.py run folder with the components it was trained with.
+
+Prints mean over seeds per policy, with the ratio to ``--reference`` (policy mean / reference
+mean: below 1 on times means faster than the reference). With ``--out``: results.json (runs,
+aggregates with mean/std/95% CI, ratios), results.csv, aggregates.csv, plots/ (PNG), tb/
+(TensorBoard) and tasks/ (one file per task). Rerunning the same command with the same --out
+skips the tasks already done. A user error (bad trace, unknown policy or scenario, missing or
+mismatched run folder, bad --set) prints one sentence, writes nothing and exits 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
 from agents import evaluation as ev
-from envs.sim.config import ConfigError, parse_sets
+from envs.sim.config import ConfigError
 from envs.sim.inference import InferenceConfigError
 from envs.sim.workload import TraceError
 
@@ -37,75 +50,145 @@ TABLE = {
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--policies", default="fifo,sjf,tiresias", help="comma-separated policy names")
-    p.add_argument("--scenario", default="default", help="scenario name (see --list)")
-    p.add_argument("--seeds", default="0", help="e.g. 0,1,2 or 0-4")
-    p.add_argument("--trace", default=None, help="replay this CSV trace (our schema); implies --scenario trace")
+    p.add_argument("--policies", default="fifo,sjf,tiresias", help="comma-separated policy names and ppo:RUN_DIR")
+    p.add_argument("--scenarios", "--scenario", dest="scenarios", default=None, help="scenario names (see --list)")
+    p.add_argument("--seeds", default="0", help="e.g. 0,1,2 or 0-9 or 0-4,10")
+    p.add_argument("--trace", default=None, help="replay this CSV trace (our schema); implies the trace scenario")
     p.add_argument(
         "--set",
         dest="sets",
         action="append",
         default=[],
-        metavar="KEY=VALUE",
-        help="override a scenario field (cluster.training_servers=32) or a policy one (policy.round_s=60)",
+        metavar="KEY=V1[,V2...]",
+        help="override a scenario field (cluster.training_servers=32) or a policy one (policy.round_s=60); "
+        "several values sweep a grid; ';' separates a tuple's items",
     )
-    p.add_argument("--out", default=None, help="folder for results.json and results.csv")
-    p.add_argument("--workers", type=int, default=ev.default_workers(), help="processes to run tasks in")
+    p.add_argument("--reference", default=None, help="policy the ratios compare with (default: the first one)")
+    p.add_argument("--out", default=None, help="folder for results, plots, TensorBoard and per-task files")
+    p.add_argument("--backend", choices=("local", "ray"), default="local", help="process pool or Ray tasks")
+    p.add_argument("--workers", type=int, default=ev.default_workers(), help="processes (or CPUs of a local Ray)")
+    p.add_argument("--address", default=None, help="Ray cluster to join (default: start a local one)")
     p.add_argument("--list", action="store_true", help="list policies and scenarios, then exit")
     return p.parse_args(argv)
 
 
+def plan(args: argparse.Namespace) -> tuple[list[ev.Task], str]:
+    """The sweep's tasks and the reference policy; raises the user's error."""
+    grid = ev.parse_grid(args.sets)
+    scenario_names = ev.parse_names(args.scenarios, "scenarios") if args.scenarios else ["default"]
+    if args.trace:
+        if args.scenarios and scenario_names != ["trace"]:
+            raise ConfigError("--trace replays a trace in the trace scenario; drop --scenarios.")
+        scenario_names = ["trace"]
+        if any("workload.trace" in g for g in grid):
+            raise ConfigError("give the trace either with --trace or with --set workload.trace, not both.")
+        grid = [g | {"workload.trace": args.trace} for g in grid]
+    policies = ev.parse_names(args.policies, "policies")
+    seeds = ev.parse_seeds(args.seeds)
+    if args.workers < 1:
+        raise ConfigError(f"--workers must be at least 1, got {args.workers}.")
+    if args.backend == "ray":
+        ev.require_ray()
+    if args.out and Path(args.out).exists() and not Path(args.out).is_dir():
+        raise ConfigError(f"--out {args.out} is a file, not a folder.")
+    tasks = ev.plan(policies, scenario_names, seeds, grid)
+    labels = list(dict.fromkeys(t.policy for t in tasks))
+    reference = args.reference or labels[0]
+    if reference.startswith(ev.AGENT_PREFIX) and reference not in labels:
+        reference = ev.AGENT_PREFIX + Path(reference.removeprefix(ev.AGENT_PREFIX)).resolve().name
+    if reference not in labels:
+        raise ConfigError(f"--reference {reference} is not one of the evaluated policies: {', '.join(labels)}.")
+    return tasks, reference
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    console = Console(width=None if sys.stdout.isatty() else 140)
+    console = Console(width=None if sys.stdout.isatty() else 160)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     from envs.sim import scenarios
     from heuristics import registry
 
     if args.list:
-        console.print("policies: " + ", ".join(registry.names()))
+        console.print("policies: " + ", ".join(registry.names()) + ", ppo:RUN_DIR")
         console.print("scenarios: " + ", ".join(scenarios.names()))
         return 0
     try:
-        sets = parse_sets(args.sets)
-        scenario = args.scenario
-        if args.trace:
-            scenario = "trace"
-            sets["workload.trace"] = args.trace
-        scen_sets, pol_sets = ev.split_sets(sets)
-        seeds = ev.parse_seeds(args.seeds)
-        policies = [p.strip() for p in args.policies.split(",") if p.strip()]
-        if not policies:
-            raise ConfigError("--policies names no policy.")
-        tasks = [
-            ev.Task(p, scenario, s, tuple(scen_sets.items()), tuple(pol_sets.items())) for p in policies for s in seeds
-        ]
-        ev.validate(tasks)
+        tasks, reference = plan(args)
     except (ConfigError, TraceError, InferenceConfigError) as e:
         console.print(f"[red]error:[/red] {e}", highlight=False)
         return 2
 
+    out = Path(args.out) if args.out else None
+    agents = list(dict.fromkeys(t.agent for t in tasks if t.agent is not None))
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
+        TimeRemainingColumn(),
         console=console,
         transient=True,
     ) as bar:
-        job = bar.add_task("runs", total=len(tasks))
-        results = ev.run_tasks(tasks, args.workers, on_done=lambda r: bar.advance(job))
+        job = bar.add_task("tasks", total=len(tasks))
+        try:
+            done = ev.sweep(
+                tasks,
+                out,
+                on_done=lambda r: bar.advance(job),
+                backend=args.backend,
+                workers=args.workers,
+                address=args.address,
+                models=ev.model_bytes(agents),
+            )
+        except KeyboardInterrupt:
+            saved = f"; finished tasks are saved in {out / 'tasks'}: rerun the same command to resume" if out else ""
+            console.print(f"interrupted{saved}", highlight=False)
+            return 130
+    if done.reused:
+        console.print(f"reused {done.reused} of {len(tasks)} task results from {out / 'tasks' if out else ''}")
 
-    table = Table(title=f"{scenario}: mean over seeds {args.seeds}")
-    table.add_column("policy")
-    for heading in TABLE.values():
-        table.add_column(heading, justify="right")
-    for (policy, _), row in ev.mean_by_policy(results, list(TABLE)).items():
-        table.add_row(policy, *(_fmt(row[k]) for k in TABLE))
-    console.print(table)
-    if args.out:
-        ev.write_results(Path(args.out), results, ["evaluate.py", *(argv if argv is not None else sys.argv[1:])])
-        console.print(f"wrote {Path(args.out) / 'results.json'} and results.csv")
+    command = ["evaluate.py", *(argv if argv is not None else sys.argv[1:])]
+    if out is None:
+        print_table(console, ev.results_document(done.results, command, reference), reference, args.seeds)
+        return 0
+    from agents import plots
+
+    doc = ev.write_results(out, done.results, command, reference)
+    print_table(console, doc, reference, args.seeds)
+    pngs = plots.write_plots(done.results, out / "plots")
+    plots.write_tensorboard(ev.aggregate(done.results), pngs, out / "tb")
+    console.print(f"wrote {out}/results.json, results.csv, aggregates.csv, plots/ and tb/", highlight=False)
     return 0
+
+
+def print_table(console: Console, doc: dict, reference: str, seeds: str) -> None:
+    aggs = doc["aggregates"]
+    ratio = {(r["policy"], r["scenario"], str(r["settings"])): r["metrics"] for r in doc["ratios"]}
+    several = len({(a["scenario"], str(a["settings"])) for a in aggs}) > 1
+    table = Table(title=f"mean over seeds {seeds}; (x) = ratio to {reference}", title_justify="left")
+    table.add_column("policy")
+    if several:
+        table.add_column("scenario")
+        table.add_column("settings")
+    for k, heading in TABLE.items():
+        table.add_column(heading, justify="right")
+        if k == "avg_jct_s":
+            table.add_column("95% CI", justify="right")
+    for a in aggs:
+        r = ratio.get((a["policy"], a["scenario"], str(a["settings"])), {})
+        cells = [a["policy"]]
+        if several:
+            cells += [a["scenario"], ", ".join(f"{k}={v}" for k, v in a["settings"].items())]
+        for k in TABLE:
+            s = a["metrics"][k]
+            cells.append(_fmt(s["mean"]) + (f" ({r[k]:.2f})" if r.get(k) is not None else ""))
+            if k == "avg_jct_s":
+                cells.append("±" + _fmt(s["ci95"]) if s["ci95"] is not None else "-")
+        table.add_row(*cells)
+    console.print(table)
+    notes = {(run["policy"], run["scenario"], note) for run in doc["runs"] for note in run["notes"]}
+    for policy, scenario, note in sorted(notes):
+        console.print(f"note: {policy} on {scenario}: {note}", highlight=False)
 
 
 def _fmt(v: float | None) -> str:

@@ -25,6 +25,7 @@ import torch as th
 from sb3_contrib import MaskablePPO
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 from stable_baselines3.common.logger import Logger, TensorBoardOutputFormat, configure
+from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 import envs  # noqa: F401  (registers the env ids)
@@ -141,7 +142,8 @@ class TrainConfig:
 class TrainState:
     """Progress, saved as state.json beside the checkpoints."""
 
-    phase: int = 0  # index into TrainConfig.phase_steps() of the next phase to run
+    phase: int = 0  # index into TrainConfig.phase_steps() of the phase to run (or being run)
+    in_phase: int = 0  # env steps of that phase already done (an interrupted phase resumes)
     steps: int = 0  # env steps done, both agents
     best_jct: float = math.inf
     evals: list[dict[str, Any]] = field(default_factory=list)
@@ -167,7 +169,7 @@ class Trainer:
     # ------------------------------------------------------------------ construction
     def _ordering_env(self, rank: int) -> Callable[[], gym.Env]:
         def make() -> gym.Env:
-            env = gym.make("loangym/Ordering-v0", max_jobs=self.config.max_jobs, **self._env_kwargs())
+            env = Monitor(gym.make("loangym/Ordering-v0", max_jobs=self.config.max_jobs, **self._env_kwargs()))
             env.reset(seed=self.config.seed * 1000 + rank)
             return env
 
@@ -175,7 +177,7 @@ class Trainer:
 
     def _placement_env(self, rank: int) -> Callable[[], gym.Env]:
         def make() -> gym.Env:
-            env = gym.make("loangym/Placement-v0", ordering=self.config.placement, **self._env_kwargs())
+            env = Monitor(gym.make("loangym/Placement-v0", ordering=self.config.placement, **self._env_kwargs()))
             env.reset(seed=self.config.seed * 1000 + 500 + rank)
             return env
 
@@ -291,13 +293,15 @@ class Trainer:
                 continue
             self._freeze_partner(agent)
             model = self.ordering if agent == ORDERING else self.placement
-            log.info("round %d: training the %s agent for %d steps", rnd, agent, steps)
-            model.learn(
-                steps,
-                reset_num_timesteps=False,
-                callback=CallbackList([SchedCallback(), StepCallback(self, agent)]),
-            )
-            self.state.phase = i + 1
+            left = steps - self.state.in_phase
+            log.info("round %d: training the %s agent for %d steps", rnd, agent, left)
+            if left > 0:
+                model.learn(
+                    left,
+                    reset_num_timesteps=False,
+                    callback=CallbackList([SchedCallback(), StepCallback(self, agent)]),
+                )
+            self.state.phase, self.state.in_phase = i + 1, 0
             self.evaluate()
             self.save()
         return self.state
@@ -394,6 +398,7 @@ class StepCallback(BaseCallback):
     def _on_step(self) -> bool:
         n = self.training_env.num_envs
         self.trainer.state.steps += n
+        self.trainer.state.in_phase += n
         self.trainer.progress(n)
         self._since_eval += n
         if self._since_eval >= self.trainer.config.eval_every:

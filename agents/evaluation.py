@@ -1,18 +1,47 @@
-"""Evaluation sweeps: policies x scenarios x seeds -> metrics, results.json / results.csv.
+"""Evaluation sweeps: policies x scenarios x seeds x settings -> metrics, results files.
 
-Each (policy, scenario, seed) is one :class:`Task`; :func:`run_task` is a pure function of it
-(same task -> same metrics, bar the wall-clock ``decision_ms_*``), so tasks can run in any
-order, in a process pool, and results are sorted back into task order.
+A sweep is a list of :class:`Task` (one per policy, scenario, seed and combination of ``--set``
+values), built and checked by :func:`plan` before anything runs or is written. :func:`run_task`
+is a pure function of its task (same task -> same figures, bar the wall-clock ``decision_ms_*``),
+so tasks run in any order: inline, in a local process pool, or as Ray tasks (:func:`execute`),
+and come back in task order; the two backends give identical results.
+
+Two kinds of policy, one simulator:
+
+* a heuristic by name (``fifo``) runs through :func:`envs.sim.scenarios.simulate`, the engine's
+  own event loop;
+* ``ppo:RUN`` (a run folder of train.py) puts both trained agents in their seats of
+  :class:`envs.core.Core`, the code path of the RL envs (the loop of
+  :func:`agents.partners.run_episode`), with the components (placement, scaling, reclaim,
+  preemption), job slots and reward in the run's config.yaml and the task's scenario, overrides
+  and seed. Deterministic actions; the best checkpoints (the latest where there is no best).
+
+A heuristic run through Core equals its engine run exactly (tests/test_envs.py checks it for every
+component heuristic), so agents and heuristics are scored by the same simulator code. If the
+task's cluster has another number of servers than the placement agent was trained for, the run's
+placement heuristic places instead, and the task's ``notes`` say so (ours). A run folder trained
+for another observation layout (``obs_version``, job slots or observation sizes in layout.json
+that differ from the env built for the task) is a user error.
+
+Every finished task is saved as ``OUT/tasks/<name>.json`` (atomically; with the per-job JCT, rho,
+slowdown and class, and the time series, which the plots need and results.json leaves out). A
+rerun with the same OUT skips the tasks whose file exists; results.json is rebuilt from exactly
+the current command's tasks, with aggregates over seeds (:func:`aggregate`: mean, std, 95% CI)
+and ratios to a reference policy (:func:`ratios`). Plots and TensorBoard: :mod:`agents.plots`.
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
+import itertools
 import json
+import logging
 import math
 import os
 import platform
+import re
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -20,34 +49,103 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+from scipy import stats
+
 from envs.sim import scenarios
 from envs.sim.config import ConfigError
+from envs.sim.engine import SimResult
 from envs.sim.fileio import atomic_write
 from envs.sim.metrics import METRICS, summarize
+from envs.sim.model import JobClass
 from heuristics import registry
 
-RESULTS_VERSION = 1
+log = logging.getLogger(__name__)
+
+RESULTS_VERSION = 2
+TASK_FILE_VERSION = 1
+AGENT_PREFIX = "ppo:"
+ROOT = Path(__file__).resolve().parent.parent
+#: checkpoint bytes of each agent pair, by digest: (ordering .zip, placement .zip)
+Models = Mapping[str, tuple[bytes, bytes]]
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """The trained agents of one run folder, and how they were trained.
+
+    :param run: the run folder as given; ``label``: ``ppo:<folder name>``, the policy's name in
+        results; ``checkpoints``: the (ordering, placement) files used; ``digest``: SHA-1 of both.
+    :param max_jobs: job slots of the ordering agent; ``num_servers``: servers the placement agent
+        was trained for; the other fields are the run's heuristic components and reward."""
+
+    run: str
+    label: str
+    checkpoints: tuple[str, str]
+    digest: str
+    max_jobs: int
+    num_servers: int
+    placement: str
+    scaling: str
+    reclaim: str
+    preemption: str
+    reward: str
+
+    def core_kwargs(self, scenario: str, overrides: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+        return dict(
+            scenario=scenario,
+            overrides=dict(overrides),
+            placement=self.placement,
+            scaling=self.scaling,
+            reclaim=self.reclaim,
+            preemption=self.preemption,
+            reward=self.reward,
+        )
 
 
 @dataclass(frozen=True)
 class Task:
     """One run. ``scenario_sets`` are ``--set`` overrides of the scenario, ``policy_sets`` of the
-    policy (given on the command line as ``policy.<field>=value``)."""
+    policy (given as ``policy.<field>=value``; an agent takes none). ``agent`` is set for
+    ``ppo:RUN`` policies; ``inputs`` is a digest of the files the run reads (trace, checkpoints),
+    so that a resumed sweep does not reuse results computed from other files."""
 
     policy: str
     scenario: str
     seed: int
     scenario_sets: tuple[tuple[str, str], ...] = ()
     policy_sets: tuple[tuple[str, str], ...] = ()
+    agent: AgentSpec | None = None
+    inputs: str = ""
+
+    @property
+    def settings(self) -> dict[str, str]:
+        return dict(self.scenario_sets) | {f"policy.{k}": v for k, v in self.policy_sets}
+
+    def key(self) -> str:
+        ident = [self.policy, self.scenario, self.seed, self.scenario_sets, self.policy_sets, self.inputs]
+        if self.agent is not None:
+            a = self.agent
+            ident.append([a.max_jobs, a.placement, a.scaling, a.reclaim, a.preemption, a.reward])
+        return hashlib.sha1(json.dumps(ident).encode()).hexdigest()[:16]
+
+    def file_name(self) -> str:
+        return f"{_slug(self.policy)}__{_slug(self.scenario)}__{self.seed}__{self.key()}.json"
 
 
 @dataclass
 class TaskResult:
+    """What one task produced. ``jobs``: per finished job ``id``, ``jct_s``, ``rho``, ``slowdown``,
+    ``te`` (1 for trial-and-error); ``series``: the engine's sampled time series."""
+
     task: Task
     metrics: dict[str, Any]
+    notes: tuple[str, ...] = ()
+    jobs: dict[str, list[float]] = field(default_factory=dict)
     series: dict[str, list[float]] = field(default_factory=dict)
 
 
+# ---------------------------------------------------------------------------------------------- arguments
 def split_sets(sets: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
     """``--set`` pairs -> (scenario overrides, policy overrides: keys without ``policy.``)."""
     scen = {k: v for k, v in sets.items() if not k.startswith("policy.")}
@@ -56,7 +154,7 @@ def split_sets(sets: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]
 
 
 def parse_seeds(text: str) -> list[int]:
-    """``"0,1,2"`` or ``"0-4"`` or a mix: ``"0-2,7"``."""
+    """``"0,1,2"`` or ``"0-4"`` or a mix: ``"0-2,7"`` (duplicates dropped, order kept)."""
     seeds: list[int] = []
     for part in text.split(","):
         part = part.strip()
@@ -71,82 +169,533 @@ def parse_seeds(text: str) -> list[int]:
         except ValueError:
             raise ConfigError(f"--seeds expects integers like 0,1,2 or 0-4, got '{text}'.") from None
     if not seeds:
-        raise ConfigError("--seeds names no seed.")
-    return seeds
+        raise ConfigError(f"--seeds names no seed: '{text}'.")
+    return list(dict.fromkeys(seeds))
 
 
-def validate(tasks: Sequence[Task]) -> None:
-    """Raise the user's error (ConfigError / TraceError) before anything runs or is written."""
-    checked: set[tuple[Any, ...]] = set()
-    for t in tasks:
-        key = (t.scenario, t.scenario_sets)
-        if key not in checked:
-            checked.add(key)
-            scenarios.build(scenarios.get(t.scenario, dict(t.scenario_sets)), t.seed)
-        pkey = (t.policy, t.policy_sets)
-        if pkey not in checked:
-            checked.add(pkey)
-            registry.make(t.policy, dict(t.policy_sets))
+def parse_grid(items: Sequence[str]) -> list[dict[str, str]]:
+    """``--set`` items -> one dict of settings per point of the grid (ours): ``key=v1,v2`` sweeps
+    ``key`` over v1 and v2, and the grid is the Cartesian product over all keys, in the order given.
+    A ``;`` inside a value stands for a ``,`` of that one value (tuple items: ``baselines=fifo;sjf``,
+    ``cluster.training_mix=V100-32GB:6;A100-40GB:4``)."""
+    axes: dict[str, list[str]] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"--set expects key=value, got '{item}'.")
+        values = [v.strip().replace(";", ",") for v in value.split(",")]
+        if len(values) > 1 and not all(values):
+            raise ConfigError(f"--set {key}: an empty value in the list '{value}'.")
+        axes[key] = list(dict.fromkeys(values))
+    return [dict(zip(axes, combo, strict=True)) for combo in itertools.product(*axes.values())]
 
 
-def run_task(task: Task) -> TaskResult:
+def parse_names(text: str, what: str) -> list[str]:
+    names = list(dict.fromkeys(p.strip() for p in text.split(",") if p.strip()))
+    if not names:
+        raise ConfigError(f"--{what} names nothing: '{text}'.")
+    return names
+
+
+# ---------------------------------------------------------------------------------------------- agents
+def load_agent(spec: str) -> AgentSpec:
+    """``ppo:RUN`` -> the run's agents; a missing or unusable run folder is a ConfigError."""
+    from agents.rundir import RunDirError, load_config, load_layout
+    from envs.obs import OBS_VERSION
+
+    path = Path(spec.removeprefix(AGENT_PREFIX))
+    try:
+        config = load_config(path)
+        layout = load_layout(path)
+    except RunDirError as e:
+        raise ConfigError(str(e)) from None
+    if layout.get("obs_version") != OBS_VERSION:
+        raise ConfigError(
+            f"{path}: its agents were trained for observation layout {layout.get('obs_version')}, "
+            f"this code builds layout {OBS_VERSION}; retrain them."
+        )
+    if layout.get("max_jobs") != config.max_jobs:
+        raise ConfigError(
+            f"{path}: layout.json says {layout.get('max_jobs')} job slots but config.yaml {config.max_jobs}."
+        )
+    files = []
+    for agent in ("ordering", "placement"):
+        found = [p for p in (f"{agent}_best.zip", f"{agent}_latest.zip") if (path / "checkpoints" / p).exists()]
+        if not found:
+            raise ConfigError(f"{path}: no checkpoints/{agent}_best.zip or {agent}_latest.zip.")
+        files.append(found[0])
+    digest = hashlib.sha1(b"".join(_file_digest(path / "checkpoints" / f).encode() for f in files)).hexdigest()
+    return AgentSpec(
+        run=str(path),
+        label=AGENT_PREFIX + path.resolve().name,
+        checkpoints=(files[0], files[1]),
+        digest=digest,
+        max_jobs=config.max_jobs,
+        num_servers=int(layout.get("num_servers", -1)),
+        placement=config.placement,
+        scaling=config.scaling,
+        reclaim=config.reclaim,
+        preemption=config.preemption,
+        reward=config.reward,
+    )
+
+
+def check_agent(agent: AgentSpec, scenario: str, overrides: tuple[tuple[str, str], ...]) -> None:
+    """Raise ConfigError if the envs built for this scenario do not match the run's layout.json
+    (job slots and observation sizes; a placement agent for another cluster size is not an error:
+    it is replaced by the placement heuristic, see :func:`run_task`)."""
+    from agents.rundir import load_layout
+    from envs.ordering import OrderingEnv
+    from envs.placement import PlacementEnv
+
+    layout = load_layout(Path(agent.run))
+    kw = agent.core_kwargs(scenario, overrides)
+    dims = {"ordering_obs_dim": int(OrderingEnv(max_jobs=agent.max_jobs, **kw).observation_space.shape[0])}
+    pe = PlacementEnv(ordering=agent.placement, **kw)
+    if pe.num_servers == layout.get("num_servers"):
+        dims["placement_obs_dim"] = int(pe.observation_space.shape[0])
+    for k, v in dims.items():
+        if layout.get(k) != v:
+            raise ConfigError(
+                f"{agent.run}: its agents were trained for {k} {layout.get(k)}, "
+                f"but scenario '{scenario}' builds {v}; retrain them for this layout."
+            )
+
+
+def model_bytes(agents: Sequence[AgentSpec]) -> dict[str, tuple[bytes, bytes]]:
+    """The checkpoint files of each agent pair, read once by the driver and shipped to workers
+    (so that Ray workers on other machines need no copy of the run folder)."""
+    out = {}
+    for a in agents:
+        ck = Path(a.run) / "checkpoints"
+        out[a.digest] = ((ck / a.checkpoints[0]).read_bytes(), (ck / a.checkpoints[1]).read_bytes())
+    return out
+
+
+_LOADED: dict[str, tuple[Any, Any]] = {}
+
+
+def _models(agent: AgentSpec, models: Models | None) -> tuple[Any, Any]:
+    """(ordering, placement) MaskablePPO models, loaded once per process."""
+    if agent.digest not in _LOADED:
+        import torch as th
+        from sb3_contrib import MaskablePPO
+
+        th.set_num_threads(1)
+        blobs = models[agent.digest] if models and agent.digest in models else model_bytes([agent])[agent.digest]
+        _LOADED[agent.digest] = tuple(MaskablePPO.load(io.BytesIO(b), device="cpu") for b in blobs)  # type: ignore[assignment]
+    return _LOADED[agent.digest]
+
+
+def play(config: Any, seed: int, ordering: Any, placement: Any | None, slots: int) -> Any:
+    """The episode of :func:`agents.partners.run_episode` (same loop, same decisions); returns the
+    finished :class:`envs.core.Core` so that its SimResult is at hand (tests check the metrics
+    equal run_episode's)."""
+    from agents.partners import AgentPlacer
+    from envs.core import Core
+    from envs.obs import Encoder
+
+    core = Core(config)
+    core.reset(seed)
+    enc = Encoder(core, slots)
+    enc.reset()
+    placer = AgentPlacer(placement) if placement is not None else None
+    while not core.done:
+        visible = core.pending()[:slots]
+        fits = [core.can_start(j) is not None for j in visible]
+        job: int | None = None
+        if any(fits):
+            mask = np.zeros(slots + 1, dtype=bool)
+            mask[: len(fits)] = fits
+            mask[slots] = True
+            action, _ = ordering.predict(enc.ordering(visible, fits), deterministic=True, action_masks=mask)
+            job = visible[int(action)] if int(action) < slots else None
+        if job is None:
+            core.advance()
+        elif placer is not None:
+            core.begin_placement(job)
+            placer(core)
+        else:
+            core.start(job)
+    return core
+
+
+# ---------------------------------------------------------------------------------------------- planning
+def plan(
+    policies: Sequence[str],
+    scenario_names: Sequence[str],
+    seeds: Sequence[int],
+    grid: Sequence[Mapping[str, str]] = ({},),
+) -> list[Task]:
+    """Every task of the sweep, each checked (scenario builds, trace loads, policy and settings
+    exist, agents match the envs): raises the user's error before anything runs or is written."""
+    agents: dict[str, AgentSpec] = {}
+    for p in policies:
+        if p.startswith(AGENT_PREFIX):
+            agents[p] = load_agent(p)
+        else:
+            registry.entry(p)
+    labels = [agents[p].label if p in agents else p for p in policies]
+    if len(set(labels)) < len(labels):
+        dup = next(x for x in labels if labels.count(x) > 1)
+        raise ConfigError(f"two policies are both named '{dup}'; give the run folders different names.")
+    tasks: list[Task] = []
+    for scen in scenario_names:
+        for sets in grid:
+            scen_sets, pol_sets = split_sets(sets)
+            scen_tuple = tuple(scen_sets.items())
+            scenarios.build(scenarios.get(scen, scen_sets), seeds[0])
+            trace = scen_sets.get("workload.trace") or scenarios.get(scen, scen_sets).workload.trace
+            trace_digest = _file_digest(Path(trace)) if trace and Path(trace).is_file() else ""
+            for p in policies:
+                agent = agents.get(p)
+                if agent is not None:
+                    check_agent(agent, scen, scen_tuple)
+                else:
+                    registry.make(p, pol_sets)
+                pol_tuple = () if agent else tuple(pol_sets.items())
+                inputs = hashlib.sha1((trace_digest + (agent.digest if agent else "")).encode()).hexdigest()[:16]
+                label = agent.label if agent else p
+                tasks.extend(Task(label, scen, s, scen_tuple, pol_tuple, agent, inputs) for s in seeds)
+    return list(dict.fromkeys(tasks))
+
+
+# ---------------------------------------------------------------------------------------------- running
+def run_task(task: Task, models: Models | None = None) -> TaskResult:
+    """Run one task; ``models``: checkpoint bytes of its agents (read from the run folder if absent)."""
     scenario = scenarios.get(task.scenario, dict(task.scenario_sets))
-    policy = registry.make(task.policy, dict(task.policy_sets))
-    result = scenarios.simulate(scenario, policy, task.seed)
-    return TaskResult(task, summarize(result), {k: v.tolist() for k, v in result.series.items()})
-
-
-def run_tasks(
-    tasks: Sequence[Task], workers: int = 1, on_done: Callable[[TaskResult], None] | None = None
-) -> list[TaskResult]:
-    """Run every task (in a process pool when ``workers > 1``); results in task order."""
-    results: list[TaskResult | None] = [None] * len(tasks)
-    if workers <= 1 or len(tasks) <= 1:
-        for i, t in enumerate(tasks):
-            results[i] = run_task(t)
-            if on_done:
-                on_done(results[i])  # type: ignore[arg-type]
+    notes: list[str] = []
+    if task.agent is None:
+        result: SimResult = scenarios.simulate(scenario, registry.make(task.policy, dict(task.policy_sets)), task.seed)
     else:
-        with ProcessPoolExecutor(max_workers=min(workers, len(tasks))) as pool:
-            futures = {pool.submit(run_task, t): i for i, t in enumerate(tasks)}
-            for fut in as_completed(futures):
-                r = fut.result()
-                results[futures[fut]] = r
-                if on_done:
-                    on_done(r)
-    return [r for r in results if r is not None]
+        from envs.core import CoreConfig
+        from envs.sim.scenarios.base import servers_of
+
+        a = task.agent
+        ordering, placement = _models(a, models)
+        servers = len(servers_of(scenario.cluster))
+        if servers != a.num_servers:
+            placement = None
+            notes.append(
+                f"placement by heuristic '{a.placement}': the scenario has {servers} servers, "
+                f"the placement agent was trained for {a.num_servers}"
+            )
+        config = CoreConfig.from_kwargs(**a.core_kwargs(task.scenario, task.scenario_sets))
+        result = play(config, task.seed, ordering, placement, a.max_jobs).result
+    return TaskResult(task, summarize(result), tuple(notes), per_job(result), _series(result))
 
 
-def results_document(results: Sequence[TaskResult], command: Sequence[str]) -> dict[str, Any]:
+def per_job(r: SimResult) -> dict[str, list[float]]:
+    """Per finished job (as in :mod:`envs.sim.metrics`): id, JCT, rho, slowdown, te (0/1)."""
+    done = np.isfinite(r.finish)
+    duration = np.array([j.duration for j in r.jobs])[done]
+    jct = (r.finish - r.submit)[done]
+    te = np.array([j.job_class == JobClass.TE for j in r.jobs], dtype=float)[done]
     return {
-        "version": RESULTS_VERSION,
-        "runs": [
-            {
-                "policy": r.task.policy,
-                "scenario": r.task.scenario,
-                "seed": r.task.seed,
-                "settings": dict(r.task.scenario_sets) | {f"policy.{k}": v for k, v in r.task.policy_sets},
-                "metrics": r.metrics,
-            }
-            for r in results
-        ],
-        "metric_units": {k: unit for k, (unit, _) in METRICS.items()},
-        "meta": {"command": list(command), "commit": git_commit(), "python": platform.python_version()},
+        "id": np.flatnonzero(done).astype(float).tolist(),
+        "jct_s": jct.tolist(),
+        "rho": (jct / (duration * r.fair_share[done])).tolist(),
+        "slowdown": (jct / duration).tolist(),
+        "te": te.tolist(),
     }
 
 
-def write_results(out: Path, results: Sequence[TaskResult], command: Sequence[str]) -> None:
-    """results.json and results.csv (one row per run), each written atomically."""
-    doc = results_document(results, command)
+def _series(r: SimResult) -> dict[str, list[float]]:
+    return {k: v.tolist() for k, v in r.series.items()}
+
+
+def execute(
+    tasks: Sequence[Task],
+    backend: str = "local",
+    workers: int = 1,
+    address: str | None = None,
+    on_done: Callable[[TaskResult], None] | None = None,
+    models: Models | None = None,
+) -> list[TaskResult]:
+    """Run every task; results in task order. ``backend``: ``local`` (inline when ``workers`` is
+    1, else a process pool) or ``ray`` (Ray tasks on the cluster at ``address``, or on a local
+    instance with ``workers`` CPUs that is started and shut down here)."""
+    index = {t: i for i, t in enumerate(tasks)}
+    results: list[TaskResult | None] = [None] * len(tasks)
+
+    def done(r: TaskResult) -> None:
+        results[index[r.task]] = r
+        if on_done:
+            on_done(r)
+
+    if backend == "ray":
+        _run_ray(tasks, workers, address, done, models)
+    elif backend != "local":
+        raise ConfigError(f"unknown backend '{backend}'; valid backends: local, ray.")
+    elif workers <= 1 or len(tasks) <= 1:
+        for t in tasks:
+            done(run_task(t, models))
+    else:
+        with ProcessPoolExecutor(max_workers=min(workers, len(tasks))) as pool:
+            futures = [pool.submit(run_task, t, models) for t in tasks]
+            for fut in as_completed(futures):
+                done(fut.result())
+    return [r for r in results if r is not None]
+
+
+def require_ray() -> None:
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        raise ConfigError("--backend ray needs Ray: pip install -e '.[ray]'.") from None
+
+
+def _run_ray(
+    tasks: Sequence[Task], workers: int, address: str | None, done: Callable[[TaskResult], None], models: Models | None
+) -> None:
+    import ray
+
+    started = not ray.is_initialized()
+    if started:
+        # workers import this repository's packages from its root (the package need not be installed)
+        path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+        kw: dict[str, Any] = dict(
+            log_to_driver=False, logging_level=logging.WARNING, runtime_env={"env_vars": {"PYTHONPATH": path}}
+        )
+        if address:
+            ray.init(address=address, **kw)
+        else:
+            ray.init(num_cpus=max(1, workers), include_dashboard=False, **kw)
+    try:
+        remote = ray.remote(num_cpus=1)(run_task)
+        ref = ray.put(dict(models or {}))
+        pending = [remote.remote(t, ref) for t in tasks]
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            for r in ready:
+                done(ray.get(r))
+    finally:
+        if started:
+            ray.shutdown()
+
+
+@dataclass
+class Sweep:
+    """A sweep's results (task order) and how many came from task files of an earlier run."""
+
+    results: list[TaskResult]
+    reused: int
+
+
+def sweep(
+    tasks: Sequence[Task],
+    out: Path | None,
+    on_done: Callable[[TaskResult], None] | None = None,
+    **run: Any,
+) -> Sweep:
+    """Run the tasks that have no task file under ``out/tasks`` (all if ``out`` is None), saving
+    each one's file as soon as it finishes; ``run``: arguments of :func:`execute`."""
+    have: dict[Task, TaskResult] = {}
+    if out is not None:
+        for t in tasks:
+            r = load_task(out, t)
+            if r is not None:
+                have[t] = r
+                if on_done:
+                    on_done(r)
+
+    def finished(r: TaskResult) -> None:
+        if out is not None:
+            save_task(out, r)
+        if on_done:
+            on_done(r)
+
+    todo = [t for t in tasks if t not in have]
+    for r in execute(todo, on_done=finished, **run):
+        have[r.task] = r
+    return Sweep([have[t] for t in tasks], len(tasks) - len(todo))
+
+
+# ---------------------------------------------------------------------------------------------- task files
+def task_path(out: Path, task: Task) -> Path:
+    return out / "tasks" / task.file_name()
+
+
+def save_task(out: Path, r: TaskResult) -> Path:
+    t = r.task
+    doc = {
+        "version": TASK_FILE_VERSION,
+        "key": t.key(),
+        "task": _row(r),
+        "jobs": r.jobs,
+        "series": r.series,
+    }
+    return atomic_write(task_path(out, t), json.dumps(doc, allow_nan=False, separators=(",", ":")) + "\n")
+
+
+def load_task(out: Path, task: Task) -> TaskResult | None:
+    """The saved result of ``task``, or None if there is none (or it is unreadable or stale)."""
+    path = task_path(out, task)
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(doc, dict) or doc.get("version") != TASK_FILE_VERSION or doc.get("key") != task.key():
+        return None
+    row = doc["task"]
+    return TaskResult(task, row["metrics"], tuple(row.get("notes", ())), doc["jobs"], doc["series"])
+
+
+# ---------------------------------------------------------------------------------------------- aggregation
+@dataclass(frozen=True)
+class Stat:
+    """One metric over seeds: mean, sample standard deviation, the half-width of the 95%
+    confidence interval of the mean (Student t with n - 1 degrees of freedom: the interval is
+    mean +- ci95) and n, the seeds where the metric is defined (ours: seeds where it is null,
+    e.g. no job of a class, are left out). std and ci95 are null for n < 2; all are null for n = 0."""
+
+    mean: float | None
+    std: float | None
+    ci95: float | None
+    n: int
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    policy: str
+    scenario: str
+    settings: tuple[tuple[str, str], ...]
+    seeds: tuple[int, ...]
+    metrics: dict[str, Stat]
+
+
+def stat(values: Sequence[float | None]) -> Stat:
+    v = np.array([x for x in values if x is not None], dtype=float)
+    n = len(v)
+    if n == 0:
+        return Stat(None, None, None, 0)
+    mean = math.fsum(v) / n
+    if n < 2:
+        return Stat(mean, None, None, n)
+    std = float(np.std(v, ddof=1))
+    return Stat(mean, std, float(stats.t.ppf(0.975, n - 1)) * std / math.sqrt(n), n)
+
+
+def aggregate(results: Sequence[TaskResult]) -> list[Aggregate]:
+    """One :class:`Aggregate` per (policy, scenario, settings), in order of first appearance."""
+    groups: dict[tuple[str, str, tuple[tuple[str, str], ...]], list[TaskResult]] = {}
+    for r in results:
+        groups.setdefault((r.task.policy, r.task.scenario, tuple(r.task.settings.items())), []).append(r)
+    return [
+        Aggregate(p, s, sets, tuple(r.task.seed for r in rs), {k: stat([r.metrics[k] for r in rs]) for k in METRICS})
+        for (p, s, sets), rs in groups.items()
+    ]
+
+
+def reference_of(agg: Aggregate, aggregates: Sequence[Aggregate], reference: str) -> Aggregate | None:
+    """The reference policy's aggregate to compare ``agg`` with: same scenario and settings, or
+    (for an agent, which takes no ``policy.*`` settings) the only one with the same scenario settings."""
+    same = [a for a in aggregates if a.policy == reference and a.scenario == agg.scenario]
+    exact = [a for a in same if a.settings == agg.settings]
+    if exact:
+        return exact[0]
+    scen = [a for a in same if [kv for kv in a.settings if not kv[0].startswith("policy.")] == list(agg.settings)]
+    return scen[0] if len(scen) == 1 else None
+
+
+def ratios(aggregates: Sequence[Aggregate], reference: str) -> list[dict[str, Any]]:
+    """For every aggregate: each metric's mean / the reference policy's mean (null where either
+    is null or the reference's is 0). Above 1: the policy's figure is larger (for times,
+    slowdowns and preemptions: worse; for utilisation and deadline hits: better)."""
+    out = []
+    for a in aggregates:
+        ref = reference_of(a, aggregates, reference)
+        if ref is None:
+            continue
+        row = {}
+        for k, s in a.metrics.items():
+            m, rm = s.mean, ref.metrics[k].mean
+            row[k] = m / rm if m is not None and rm is not None and rm != 0 else None
+        out.append(
+            {"policy": a.policy, "scenario": a.scenario, "settings": dict(a.settings), "reference": reference}
+            | {"metrics": row}
+        )
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- results files
+def _row(r: TaskResult) -> dict[str, Any]:
+    t = r.task
+    row: dict[str, Any] = {
+        "policy": t.policy,
+        "scenario": t.scenario,
+        "seed": t.seed,
+        "settings": t.settings,
+        "metrics": r.metrics,
+        "notes": list(r.notes),
+    }
+    if t.agent is not None:
+        a = t.agent
+        row["agent"] = {"run": a.run, "checkpoints": list(a.checkpoints), "sha1": a.digest}
+    return row
+
+
+def results_document(
+    results: Sequence[TaskResult], command: Sequence[str], reference: str | None = None
+) -> dict[str, Any]:
+    aggs = aggregate(results)
+    return {
+        "version": RESULTS_VERSION,
+        "runs": [_row(r) for r in results],
+        "aggregates": [
+            {
+                "policy": a.policy,
+                "scenario": a.scenario,
+                "settings": dict(a.settings),
+                "seeds": list(a.seeds),
+                "metrics": {k: s.__dict__ for k, s in a.metrics.items()},
+            }
+            for a in aggs
+        ],
+        "ratios": ratios(aggs, reference) if reference else [],
+        "metric_units": {k: unit for k, (unit, _) in METRICS.items()},
+        "meta": {
+            "command": list(command),
+            "commit": git_commit(),
+            "python": platform.python_version(),
+            "reference": reference,
+        },
+    }
+
+
+def write_results(
+    out: Path, results: Sequence[TaskResult], command: Sequence[str], reference: str | None = None
+) -> dict[str, Any]:
+    """results.json, results.csv (one row per run) and aggregates.csv (one row per policy,
+    scenario, settings and metric), each written atomically; returns the results document."""
+    doc = results_document(results, command, reference)
     atomic_write(out / "results.json", json.dumps(doc, indent=2, sort_keys=False) + "\n")
+    keys = list(METRICS)
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    keys = list(METRICS)
-    w.writerow(["policy", "scenario", "seed", "settings", *keys])
+    w.writerow(["policy", "scenario", "seed", "settings", *keys, "notes"])
     for run in doc["runs"]:
-        settings = ";".join(f"{k}={v}" for k, v in run["settings"].items())
-        w.writerow([run["policy"], run["scenario"], run["seed"], settings, *(_cell(run["metrics"][k]) for k in keys)])
+        cells = [_cell(run["metrics"][k]) for k in keys]
+        w.writerow(
+            [run["policy"], run["scenario"], run["seed"], _settings(run["settings"]), *cells, "; ".join(run["notes"])]
+        )
     atomic_write(out / "results.csv", buf.getvalue())
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["policy", "scenario", "settings", "metric", "mean", "std", "ci95", "n", "ratio"])
+    ratio = {(r["policy"], r["scenario"], _settings(r["settings"])): r["metrics"] for r in doc["ratios"]}
+    for a in doc["aggregates"]:
+        g = (a["policy"], a["scenario"], _settings(a["settings"]))
+        for k, s in a["metrics"].items():
+            rv = ratio[g][k] if g in ratio else None
+            w.writerow([*g, k, *(_cell(s[x]) for x in ("mean", "std", "ci95", "n")), _cell(rv)])
+    atomic_write(out / "aggregates.csv", buf.getvalue())
+    return doc
+
+
+def _settings(s: Mapping[str, str]) -> str:
+    return ";".join(f"{k}={v}" for k, v in s.items())
 
 
 def _cell(v: Any) -> str:
@@ -157,16 +706,27 @@ def _cell(v: Any) -> str:
     return str(v)
 
 
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "x"
+
+
+def _file_digest(path: Path) -> str:
+    h = hashlib.sha1()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
 def git_commit() -> str:
     """The code's commit (``+dirty`` if the tree has changes), or ``unknown``."""
-    root = Path(__file__).resolve().parent.parent
     try:
         sha = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5, check=True
+            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=5, check=True
         ).stdout.strip()
         dirty = subprocess.run(
             ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=root,
+            cwd=ROOT,
             capture_output=True,
             text=True,
             timeout=5,
@@ -174,23 +734,6 @@ def git_commit() -> str:
         return sha + ("+dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
-
-
-def mean_by_policy(
-    results: Sequence[TaskResult], keys: Sequence[str]
-) -> dict[tuple[str, str], dict[str, float | None]]:
-    """(policy, scenario) -> mean of each metric over seeds (None if a metric is None anywhere)."""
-    groups: dict[tuple[str, str], list[TaskResult]] = {}
-    for r in results:
-        groups.setdefault((r.task.policy, r.task.scenario), []).append(r)
-    out: dict[tuple[str, str], dict[str, float | None]] = {}
-    for g, rs in groups.items():
-        row: dict[str, float | None] = {}
-        for k in keys:
-            vals = [r.metrics[k] for r in rs]
-            row[k] = None if any(v is None for v in vals) else math.fsum(vals) / len(vals)
-        out[g] = row
-    return out
 
 
 def default_workers() -> int:

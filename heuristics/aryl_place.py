@@ -116,6 +116,10 @@ class FreeMap:
     def total(self, key: Key) -> int:
         return self._total.get(key, 0)
 
+    def type_total(self, gpu_type: str) -> int:
+        """Free GPUs of one type over its pools."""
+        return sum(n for (t, _), n in self._total.items() if t == gpu_type)
+
     def fit(self, key: Key, need: int, exclude: Iterable[int] = ()) -> Alloc | None:
         ids = self.index.ids[key]
         free = self.free[ids]

@@ -82,13 +82,14 @@ class _Cand:
     new: int = 0  # extra GPUs chosen by phase 2
 
 
-def movable(view: ClusterView) -> list[_Cand]:
+def movable(view: ClusterView, with_flex: bool = False) -> list[_Cand]:
     """Running elastic jobs whose flexible workers phase 2 may change: not checkpointing, and
-    with every base worker on a placeable server (a job whose base goes back is preempted)."""
+    with every base worker on a placeable server (a job whose base goes back is preempted).
+    ``with_flex``: only those holding more than their minimum (a quick filter)."""
     out: list[_Cand] = []
     for job in tuple(view.running):
         spec = view.job(job)
-        if not spec.elastic:
+        if not spec.elastic or (with_flex and view.workers(job) <= spec.min_gpus):
             continue
         st = view.state(job)
         if st.status != JobStatus.RUNNING or st.gpu_type is None:
@@ -126,8 +127,10 @@ class ArylRoom:
     ordering: ArylOrdering
 
     def preempt(self, view: ClusterView) -> Iterator[Action]:
-        cands = [c for c in movable(view) if c.cur]
-        if not cands or not view.pending:
+        if not view.pending:
+            return
+        cands = [c for c in movable(view, with_flex=True) if c.cur]
+        if not cands:
             return
         index = self.placement.index(view)
         real = FreeMap(index, view.free_gpus().copy())
@@ -203,7 +206,7 @@ class ArylScaling:
             if aged:
                 blocked = {t for t, _ in self.placement.keys(view, view.job(aged[0]))}
         for t, group in cands.items():
-            cap = sum(fm.total(k) for k in index.ids if k[0] == t)
+            cap = fm.type_total(t)
             if t in blocked:
                 cap = min(cap, sum(c.cur for c in group))
             self.allocate(view, group, cap, fm)
@@ -232,29 +235,40 @@ class ArylScaling:
         """Set ``new`` (extra GPUs) of every job of one GPU type: the knapsack."""
         cfg = self.config
         size = _size(fm, group[0].gpu_type)
-        options = []
-        for c in group:
-            top = min(c.top, cap, self._room_for(c, fm))
-            r = self.rates(view, c, size)[: top + 1]
-            rem = c.state.remaining_work
-            t = rem / r
-            left = max(0.0, c.state.restarting_until - view.now)
-            w = c.base + np.arange(top + 1)
-            pen = np.maximum(0.0, cfg.restart_base_s + cfg.restart_per_gpu_s * w - left) * cfg.churn_factor
-            if not c.doomed and c.cur <= top:
-                pen[c.cur] = 0.0
+        tops = [min(c.top, cap, self._room_for(c, fm)) for c in group]
+        width = max(tops) + 1
+        if width == 1:
+            for c in group:
+                c.new = 0
+            return
+        rates = np.ones((len(group), width))
+        for i, c in enumerate(group):
+            if tops[i] > 0:
+                rates[i, : tops[i] + 1] = self.rates(view, c, size)[: tops[i] + 1]
+        rem = np.array([c.state.remaining_work for c in group])
+        left = np.array([max(0.0, c.state.restarting_until - view.now) for c in group])
+        workers = np.array([c.base for c in group])[:, None] + np.arange(width)
+        t = rem[:, None] / rates  # remaining time on base + x workers
+        pen = np.maximum(0.0, cfg.restart_base_s + cfg.restart_per_gpu_s * workers - left[:, None])
+        pen *= cfg.churn_factor
+        for i, c in enumerate(group):
             if c.doomed:
-                pen[:] = 0.0
-            value = (t[0] - t) - pen
-            value -= value[0]
-            options.append([(int(x), float(value[x])) for x in range(1, top + 1)])
+                pen[i] = 0.0  # it restarts at the reclaim deadline anyway
+            elif c.cur <= tops[i]:
+                pen[i, c.cur] = 0.0  # keeping what it has costs nothing
+        value = (t[:, :1] - t) - pen
+        value = value[:, 1:] - value[:, :1]  # relative to x = 0
+        options = [
+            list(zip(range(1, top + 1), value[i, :top].tolist(), strict=True)) if top > 0 else []
+            for i, top in enumerate(tops)
+        ]
         choice = solve_mckp(options, cap)
         for c, i in zip(group, choice, strict=True):
             c.new = i + 1 if i >= 0 else 0
 
     def _room_for(self, c: _Cand, fm: FreeMap) -> int:
         """Virtual free GPUs of its type it could use (not on its base servers if grouped)."""
-        total = sum(fm.total(k) for k in fm.index.ids if k[0] == c.gpu_type)
+        total = fm.type_total(c.gpu_type)
         if self.group_flex:
             total -= sum(int(fm.free[s]) for s in c.base_servers)
         return max(0, total)

@@ -9,13 +9,14 @@ Algorithm. ``best_g[c]`` = the largest value from groups ``0..g-1`` with total w
 ``best_{g+1}[c] = max(best_g[c], max_i best_g[c - w_i] + v_i)``: a max-plus convolution with the
 group's option vector, computed for every capacity at once by numpy. The options of a group become
 a dense vector over weights ``0..W_g`` (``-inf`` where no option has that weight); the shifted
-copies of ``best_g`` are rows of one strided view (``sliding_window_view``, no copy), so a group
+copies of ``best_g`` are rows of one strided view of the DP table (no copy), so a group
 costs one broadcast add and one max-reduce over a ``(W_g + 1) x capacity`` block:
 O(groups x options x capacity) in total, with two numpy calls per group. Two exact bounds shrink
 the block: after ``g`` groups nothing heavier than the sum of their largest weights is reachable
 (``best`` is flat beyond it), and capacities below ``capacity`` minus the largest weights still to
-come can never lead to the answer. The table of every ``best_g`` is kept; the choices are read
-back from the last group to the first.
+come can never lead to the answer. The table of every ``best_g`` is kept (in a scratch block reused
+across calls: fresh pages cost more than the arithmetic on a large instance); the choices are
+read back from the last group to the first. Float64 throughout: the comparisons must be exact.
 
 Ties (several optimal solutions), deterministic: walking back from the last group, each group
 takes nothing if that is still optimal, else its lightest option that is, and among options of
@@ -119,8 +120,10 @@ def solve_mckp(groups: Sequence[Sequence[Option]], capacity: int) -> list[int]:
             block = buf[: (top + 1) * m].reshape(top + 1, m)
             np.add(win, rev[g, : top + 1, None], out=block)
             np.maximum.reduce(block, axis=0, out=row[pad + lo : pad + hi + 1])
-            row[pad + hi + 1 :] = row[pad + hi]
-            row[pad : pad + lo] = -np.inf  # never read
+            if hi < capacity:
+                row[pad + hi + 1 :] = row[pad + hi]
+            if lo:
+                row[pad : pad + lo] = -np.inf  # never read
         reach = hi
     return _walk_back(groups, table, rev, tops, pad, capacity)
 

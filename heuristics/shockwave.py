@@ -36,7 +36,7 @@ import numpy as np
 from envs.sim.policy import Action, ClusterView, FewestJobsReclaim, JobStatus
 from heuristics.registry import register
 from heuristics.shockwave_estimate import RegimeObserver
-from heuristics.shockwave_plan import LOG_POINTS, Plan, PlanInput, arrange, solve
+from heuristics.shockwave_plan import LOG_POINTS, Plan, PlanInput, SolverLimits, arrange, solve
 from heuristics.shockwave_rounds import capacity, round_actions
 
 logger = logging.getLogger(__name__)
@@ -57,7 +57,9 @@ class ShockwaveConfig:
     :param boost_floor: smallest weight after that scaling (ours).
     :param momentum: weight of the time average in the smoothed fair finish time (Shockwave: 0.9).
     :param fairness: enforce the finish-time-fairness constraint (off: the efficiency terms only).
-    :param time_limit_s: HiGHS time limit per solve (Shockwave: 15 s for Gurobi/MOSEK).
+    :param time_limit_s: HiGHS time limit per call, a safety net (Shockwave: 15 s for Gurobi /
+        MOSEK); a plan it cuts short is not reproducible (logged).
+    :param node_limit: HiGHS branch-and-bound nodes per call: the deterministic budget (ours).
     :param mip_rel_gap: relative optimality gap (Shockwave: 1e-3).
     :param log_points: tangent points of the log approximation.
     :param min_run_rounds: a started job that the new plan still runs keeps its GPUs for at least
@@ -74,7 +76,8 @@ class ShockwaveConfig:
     boost_floor: float = 1e-4
     momentum: float = 0.9
     fairness: bool = True
-    time_limit_s: float = 1.0
+    time_limit_s: float = 5.0
+    node_limit: int = 2000
     mip_rel_gap: float = 1e-3
     log_points: tuple[float, ...] = LOG_POINTS
     min_run_rounds: int = 3
@@ -100,6 +103,7 @@ class Shockwave:
     def __post_init__(self) -> None:
         self.round_s: float | None = self.config.round_s
         self.observer = RegimeObserver()
+        self._limits = SolverLimits(self.config.time_limit_s, self.config.node_limit, self.config.mip_rel_gap)
         self.plans: list[PlanRecord] = []
         self._jobs: tuple[int, ...] = ()  # the jobs of the current plan
         self._rounds: list[list[int]] = []  # the plan, round by round, in priority order
@@ -161,7 +165,7 @@ class Shockwave:
         plan: Plan | None = None
         if c.fairness:
             lower = remaining - share * (submit + c.rho_max * (fair_hat - submit) - t_next)
-            plan = solve(_with(base, lower=lower), c.time_limit_s, c.mip_rel_gap)
+            plan = solve(_with(base, lower=lower), self._limits)
         relaxed = plan is None or plan.status == "infeasible"
         if relaxed:
             lagging = rho_hat > c.rho_max
@@ -171,7 +175,7 @@ class Shockwave:
             log_boost = np.where(lagging, power * np.log(np.maximum(rho_hat, 1.0)), 0.0)
             log_boost -= max(0.0, float(log_boost.max()) - np.log(c.boost_cap))
             weights = np.exp(np.maximum(log_boost, np.log(c.boost_floor)))
-            plan = solve(_with(base, weights=weights), c.time_limit_s, c.mip_rel_gap)
+            plan = solve(_with(base, weights=weights), self._limits)
         assert plan is not None
         self.plans.append(PlanRecord(now, len(active), plan.status, relaxed and c.fairness, plan.seconds))
         running = {j for j in active if view.status_of(j) == JobStatus.RUNNING}

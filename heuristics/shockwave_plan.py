@@ -22,9 +22,11 @@ concavity makes unnecessary). Progress is mapped linearly onto the remaining tim
 Shockwave converts time to epochs with the mean epoch duration seen so far). ``L_j`` comes from
 Shockwave's constraint ``T_next + (R_j - y_j) / share <= rho_max F_hat_j``.
 
-Solved by HiGHS (``scipy.optimize.milp``) under ``time_limit``: when the limit hits, the best
+Solved by HiGHS (``scipy.optimize.milp``) under a node limit (deterministic: the same problem
+gets the same plan on any machine) and a time limit (a safety net): when a limit hits, the best
 incumbent is used; without one, :func:`greedy` (ours): jobs by weight then remaining time, each
-taking up to its rounds needed in the earliest rounds with room.
+taking up to its rounds needed in the earliest rounds with room. :func:`solve` first solves the
+relaxation over the counts ``n_j`` and keeps it when it packs into rounds (see there).
 
 The MILP's rounds are interchangeable (only ``n_j = sum_t x[j, t]`` enters the objective), so
 :func:`arrange` (ours, in the spirit of Shockwave's ``rank_in_schedule_jobs``) re-lays each job's
@@ -126,67 +128,116 @@ def feasible_bounds(inp: PlanInput) -> bool:
     return bool(np.sum(inp.gpus * rounds) <= inp.capacity * inp.rounds)
 
 
-def solve(inp: PlanInput, time_limit: float = 1.0, gap: float = 1e-3) -> Plan:
-    """Solve the planning MILP (module docstring)."""
+@dataclass(frozen=True)
+class SolverLimits:
+    """:param time_limit: seconds per HiGHS call (a safety net: a plan cut by it depends on the
+        machine's speed, and the run is then not reproducible; it is logged).
+    :param node_limit: branch-and-bound nodes per HiGHS call: the deterministic budget.
+    :param gap: relative optimality gap."""
+
+    time_limit: float = 10.0
+    node_limit: int = 2000
+    gap: float = 1e-3
+
+
+def solve(inp: PlanInput, limits: SolverLimits | None = None) -> Plan:
+    """Solve the planning MILP (module docstring).
+
+    Its objective depends on ``x`` only through the counts ``n_j = sum_t x[j, t]``. So (ours) the
+    MILP over the counts under the total capacity ``sum_j g_j n_j <= G T``, a relaxation, is
+    solved first; if :func:`pack` lays its counts into rounds, that ``x`` is optimal for the full
+    MILP too. Otherwise the full MILP over ``x`` is solved (with the counts as integer variables,
+    on which branching is cheap; branching on the interchangeable rounds is not).
+    """
+    lim = limits or SolverLimits()
     t0 = time.perf_counter()
     n, t_n = inp.n, inp.rounds
     if n == 0:
         return Plan(np.zeros((0, t_n), dtype=bool), "optimal", 0.0, 0.0)
     if not feasible_bounds(inp):
         return Plan(np.zeros((n, t_n), dtype=bool), "infeasible", math.nan, time.perf_counter() - t0)
-    nx = n * t_n
-    iy, iu, iz = nx, nx + n, nx + 2 * n
+    counts, status = _milp(inp, lim, rounds=False)
+    if counts is not None:
+        x = pack(counts, inp.gpus, inp.capacity, t_n)
+        if x is not None and _valid(inp, x):
+            return Plan(x, status, objective(inp, x), time.perf_counter() - t0)
+    elif status == "infeasible":
+        return Plan(np.zeros((n, t_n), dtype=bool), "infeasible", math.nan, time.perf_counter() - t0)
+    x_full, status = _milp(inp, lim, rounds=True)
+    if x_full is not None and _valid(inp, x_full):
+        return Plan(x_full, status, objective(inp, x_full), time.perf_counter() - t0)
+    if status == "infeasible":
+        return Plan(np.zeros((n, t_n), dtype=bool), "infeasible", math.nan, time.perf_counter() - t0)
+    logger.info("planner: no incumbent; greedy plan for %d jobs", n)
+    x = greedy(inp)
+    return Plan(x, "greedy", objective(inp, x), time.perf_counter() - t0)
+
+
+def _milp(inp: PlanInput, lim: SolverLimits, rounds: bool) -> tuple[np.ndarray | None, str]:
+    """One HiGHS call. ``rounds``: the full MILP (returns ``x``), else the counts relaxation
+    (returns ``n``). Status: ``optimal``, ``incumbent`` (a limit hit), ``infeasible``, ``none``."""
+    n, t_n = inp.n, inp.rounds
+    nx = n * t_n if rounds else 0
+    i_n, iy, iu, iz = nx, nx + n, nx + 2 * n, nx + 3 * n
     nv = iz + 1
     pts = np.asarray(inp.log_points, dtype=float)
     kk = len(pts)
     need = inp.need()
-    jx = np.arange(nx) // t_n  # job of each x column
+    jobs = np.arange(n)
     rows: list[np.ndarray] = []
     cols: list[np.ndarray] = []
     vals: list[np.ndarray] = []
+    lo: list[np.ndarray] = []
     hi: list[np.ndarray] = []
+
+    def add(r: np.ndarray, c: np.ndarray, v: np.ndarray) -> None:
+        rows.append(r)
+        cols.append(c)
+        vals.append(v)
+
     r = 0
-    # capacity per round
-    rows.append(np.arange(nx) % t_n)
-    cols.append(np.arange(nx))
-    vals.append(inp.gpus[jx].astype(float))
-    hi.append(np.full(t_n, float(inp.capacity)))
-    r += t_n
-    # y_j - round_s * sum_t x[j, t] <= 0
-    rows += [r + jx, r + np.arange(n)]
-    cols += [np.arange(nx), iy + np.arange(n)]
-    vals += [np.full(nx, -inp.round_s), np.ones(n)]
+    if rounds:
+        jx = np.arange(nx) // t_n
+        add(np.arange(nx) % t_n, np.arange(nx), inp.gpus[jx].astype(float))  # capacity per round
+        lo.append(np.full(t_n, -np.inf))
+        hi.append(np.full(t_n, float(inp.capacity)))
+        r += t_n
+        add(r + jx, np.arange(nx), -np.ones(nx))  # n_j = sum_t x[j, t]
+        add(r + jobs, i_n + jobs, np.ones(n))
+        lo.append(np.zeros(n))
+        hi.append(np.zeros(n))
+        r += n
+    else:
+        add(np.zeros(n, dtype=np.int64), i_n + jobs, inp.gpus.astype(float))  # total capacity
+        lo.append(np.array([-np.inf]))
+        hi.append(np.array([float(inp.capacity * t_n)]))
+        r += 1
+    add(r + jobs, iy + jobs, np.ones(n))  # y_j <= round_s n_j
+    add(r + jobs, i_n + jobs, np.full(n, -inp.round_s))
+    lo.append(np.full(n, -np.inf))
     hi.append(np.zeros(n))
     r += n
-    # sum_t x[j, t] <= need_j
-    rows.append(r + jx)
-    cols.append(np.arange(nx))
-    vals.append(np.ones(nx))
-    hi.append(need.astype(float))
-    r += n
-    # tangent cuts: u_j - a_j / p_k * y_j <= log p_k - 1 + f_j / p_k
-    a = (1.0 - inp.progress) / inp.remaining
-    jj = np.repeat(np.arange(n), kk)
+    a = (1.0 - inp.progress) / inp.remaining  # tangent cuts
+    jj = np.repeat(jobs, kk)
     pp = np.tile(pts, n)
     rr = r + np.arange(n * kk)
-    rows += [rr, rr]
-    cols += [iu + jj, iy + jj]
-    vals += [np.ones(n * kk), -a[jj] / pp]
+    add(rr, iu + jj, np.ones(n * kk))
+    add(rr, iy + jj, -a[jj] / pp)
+    lo.append(np.full(n * kk, -np.inf))
     hi.append(np.log(pp) - 1.0 + inp.progress[jj] / pp)
     r += n * kk
-    # -z - y_j <= -R_j
-    rows += [r + np.arange(n), r + np.arange(n)]
-    cols += [np.full(n, iz), iy + np.arange(n)]
-    vals += [-np.ones(n), -np.ones(n)]
+    add(r + jobs, np.full(n, iz), -np.ones(n))  # z >= R_j - y_j
+    add(r + jobs, iy + jobs, -np.ones(n))
+    lo.append(np.full(n, -np.inf))
     hi.append(-inp.remaining)
     r += n
     a_mat = coo_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(r, nv))
-    upper = np.concatenate(hi)
     c = np.zeros(nv)
     c[iu:iz] = -inp.weights / (n * t_n)
     c[iz] = inp.k
     lb = np.zeros(nv)
     ub = np.ones(nv)
+    ub[i_n:iy] = need
     y_hi = np.minimum(inp.remaining, inp.round_s * need)
     lb[iy:iu] = 0.0 if inp.lower is None else np.clip(inp.lower, 0.0, y_hi)
     ub[iy:iu] = y_hi
@@ -194,24 +245,42 @@ def solve(inp: PlanInput, time_limit: float = 1.0, gap: float = 1e-3) -> Plan:
     ub[iu:iz] = np.inf
     ub[iz] = np.inf
     integrality = np.zeros(nv)
-    integrality[:nx] = 1
+    integrality[:iy] = 1
     res = milp(
         c,
-        constraints=LinearConstraint(a_mat.tocsr(), -np.inf, upper),
+        constraints=LinearConstraint(a_mat.tocsr(), np.concatenate(lo), np.concatenate(hi)),
         integrality=integrality,
         bounds=Bounds(lb, ub),
-        options={"time_limit": time_limit, "mip_rel_gap": gap},
+        options={"time_limit": lim.time_limit, "node_limit": lim.node_limit, "mip_rel_gap": lim.gap},
     )
-    if res.x is not None:
-        x = res.x[:nx].reshape(n, t_n) > 0.5
-        if _valid(inp, x):
-            status = "optimal" if res.status == 0 else "incumbent"
-            return Plan(x, status, objective(inp, x), time.perf_counter() - t0)
     if res.status == 2:
-        return Plan(np.zeros((n, t_n), dtype=bool), "infeasible", math.nan, time.perf_counter() - t0)
-    logger.info("planner: no incumbent (%s); greedy plan for %d jobs", res.message, n)
-    x = greedy(inp)
-    return Plan(x, "greedy", objective(inp, x), time.perf_counter() - t0)
+        return None, "infeasible"
+    if res.x is None:
+        return None, "none"
+    if res.status != 0 and "time" in str(res.message).lower():
+        logger.warning("planner: HiGHS hit the %.1f s time limit: this plan is not reproducible", lim.time_limit)
+    status = "optimal" if res.status == 0 else "incumbent"
+    if rounds:
+        return res.x[:nx].reshape(n, t_n) > 0.5, status
+    return np.round(res.x[i_n:iy]).astype(np.int64), status
+
+
+def pack(counts: np.ndarray, gpus: np.ndarray, capacity: int, rounds: int) -> np.ndarray | None:
+    """Lay ``counts[j]`` rounds of each job into ``rounds`` rounds, largest jobs first, each into
+    its least loaded rounds (ties: earliest); ``None`` if some job does not fit."""
+    x = np.zeros((len(counts), rounds), dtype=bool)
+    load = np.zeros(rounds, dtype=np.int64)
+    for j in sorted(range(len(counts)), key=lambda j: (-int(gpus[j]), -int(counts[j]), j)):
+        c, g = int(counts[j]), int(gpus[j])
+        if c == 0:
+            continue
+        ok = np.flatnonzero(load + g <= capacity)
+        if len(ok) < c:
+            return None
+        pick = ok[np.argsort(load[ok], kind="stable")[:c]]
+        x[j, pick] = True
+        load[pick] += g
+    return x
 
 
 def _valid(inp: PlanInput, x: np.ndarray) -> bool:

@@ -9,6 +9,13 @@ Statistics over jobs use the finished jobs; unfinished ones are counted in ``job
 (and count as misses in ``deadline_hit_ratio``). Makespan = last finish - first submit (if a
 job is unfinished, end of the run - first submit).
 
+Accuracy (jobs with a learning curve, ``envs/sim/accuracy.py``): a job's accuracy at its end is
+its curve at the work fraction it reached (``work_done / work``; less than 1 when it was stopped
+early). ``accuracy_hit_ratio``: over arrived jobs with a required accuracy, the share that ended
+by their deadline (any time, if they have none) with at least that accuracy: the user has the
+model they asked for when they needed it (ours; a job that ends late misses, since its model is
+delivered when it ends). ``stopped_early``: jobs ended by a ``Stop`` action.
+
 Utilisation (time-weighted, exact), over the arrival window [first submit, last submit] so that
 every policy is measured over the same interval (over the whole run when all jobs arrive at
 once): ``utilization_training`` = busy GPU-s on training servers / their GPU-s while up;
@@ -70,6 +77,9 @@ METRICS: dict[str, tuple[str, str]] = {
     "worst_ftf": ("x", "largest finish-time fairness rho"),
     "unfair_fraction": ("share", "share of jobs with rho > 1.05"),
     "deadline_hit_ratio": ("share", "share of jobs with a deadline that met it"),
+    "accuracy_hit_ratio": ("share", "share of jobs with a required accuracy that ended with it by their deadline"),
+    "avg_final_accuracy": ("share", "mean accuracy at the end, over finished jobs with a learning curve"),
+    "stopped_early": ("count", "jobs stopped before their work was done (at a required accuracy)"),
     "fee": ("$", "GPU-hours held x price of the GPU type"),
     "gpu_hours_lost": ("GPU-h", "GPU-hours of work redone after preemptions"),
     "decision_ms_mean": ("ms", "mean wall-clock time of one scheduling decision"),
@@ -157,6 +167,9 @@ def summarize(r: SimResult) -> dict[str, float | int | None]:
         "worst_ftf": _stat(rho, np.max),
         "unfair_fraction": _stat((rho > UNFAIR_RHO).astype(float), mean),
         "deadline_hit_ratio": _stat((r.finish[has_dl] <= deadline[has_dl]).astype(float), mean),
+        "accuracy_hit_ratio": _stat(_accuracy_hits(r, arrived), mean),
+        "avg_final_accuracy": _stat(_final_accuracy(r, done), mean),
+        "stopped_early": int(r.stopped.sum()),
         "fee": _num(float(r.fee.sum())),
         "gpu_hours_lost": _num(float(r.lost_gpu_s.sum()) / 3600.0),
         "decision_ms_mean": _stat(dec, mean),
@@ -164,6 +177,28 @@ def summarize(r: SimResult) -> dict[str, float | int | None]:
     }
     assert list(out) == list(METRICS), "metrics and their table disagree"
     return out
+
+
+def _fraction(r: SimResult, j: int) -> float:
+    return float(r.work_done[j] / r.work[j]) if r.work[j] > 0 else 1.0
+
+
+def _accuracy_hits(r: SimResult, arrived: np.ndarray) -> np.ndarray:
+    """Per arrived job with a required accuracy and a curve: 1.0 if it finished by its deadline
+    (any time, without one) with at least that accuracy. Unfinished jobs miss."""
+    hits = []
+    for j, spec in enumerate(r.jobs):
+        if spec.required_accuracy is None or spec.curve is None or not arrived[j]:
+            continue
+        on_time = np.isfinite(r.finish[j]) and (spec.deadline is None or r.finish[j] <= spec.deadline)
+        hits.append(float(on_time and spec.curve.accuracy(_fraction(r, j)) >= spec.required_accuracy - 1e-12))
+    return np.array(hits)
+
+
+def _final_accuracy(r: SimResult, done: np.ndarray) -> np.ndarray:
+    return np.array(
+        [spec.curve.accuracy(_fraction(r, j)) for j, spec in enumerate(r.jobs) if done[j] and spec.curve is not None]
+    )
 
 
 def _loaned_server_hours(r: SimResult) -> float:

@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from envs.sim.accuracy import LearningCurve, ModelTask, ResourceDemand
 
 
 class Pool(enum.IntEnum):
@@ -95,6 +99,14 @@ class JobSpec:
         model's batch-size schedule family), sorted, 1.0 included. Public knowledge a scheduler
         may read, unlike ``speed_phases``: it says which speeds may occur, not when or for how
         long. Empty means unknown.
+    :param urgency: MLFS's urgency level ``L_J`` (larger is more urgent; 1 = normal).
+    :param curve: the job's loss / accuracy over its work (``envs/sim/accuracy.py``), or ``None``.
+    :param required_accuracy: the accuracy its user needs; a job with one accepts being stopped
+        early once it reaches it (MLFS's overload rule). ``None``: no requirement, never stopped.
+    :param tasks: a model-parallel job's task tree, one task per GPU partition (parents first);
+        empty for a data-parallel job (one task holding the whole model).
+    :param comm_gb: GB the job exchanges per iteration between its servers when it spans several.
+    :param demand: CPU / host-memory use besides its GPUs (accounted by MLFS, not enforced).
     """
 
     job_id: int
@@ -113,6 +125,12 @@ class JobSpec:
     user: str = ""
     speed_phases: tuple[tuple[float, float], ...] = ()
     speed_regimes: tuple[float, ...] = ()
+    urgency: float = 1.0
+    curve: LearningCurve | None = None
+    required_accuracy: float | None = None
+    tasks: tuple[ModelTask, ...] = ()
+    comm_gb: float = 0.0
+    demand: ResourceDemand | None = None
 
     @property
     def elastic(self) -> bool:

@@ -1,0 +1,262 @@
+"""Plots of an evaluation sweep (matplotlib, Agg backend) and its TensorBoard record.
+
+The tasks are grouped by scenario and scenario settings; each group gets a folder under
+``OUT/plots/`` in which the policies (with their ``policy.*`` settings, if any) are compared:
+
+* ``jct_cdf.png``: empirical CDF of the JCT of every finished job, all seeds pooled, per policy;
+* ``timeline.png``: over time, for one seed (the group's first): jobs waiting; busy GPUs of the
+  training pool (its GPUs up, dotted); GPUs of the inference pool busy with loaned training work
+  (the inference demand, grey); servers on loan;
+* ``class_slowdown.png``: p50 and p95 slowdown of trial-and-error (te) and best-effort (be) jobs,
+  mean over seeds with the 95% confidence interval as error bars, per policy;
+* ``fairness.png``: finish-time fairness rho of every finished job (all seeds), sorted, per policy,
+  on a log scale, with the unfair threshold rho = 1.05; the legend gives the unfair share.
+
+:func:`write_tensorboard` writes ``eval/<metric>/<policy>`` scalars (mean over seeds, step 0) and
+the PNGs as images (``plots/<name>``), one TensorBoard run per group under ``OUT/tb/``.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import shutil
+import struct
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.ticker import NullFormatter, ScalarFormatter  # noqa: E402
+
+from agents.evaluation import Aggregate, Stat, TaskResult, stat  # noqa: E402
+from envs.sim.fileio import atomic_write  # noqa: E402
+from envs.sim.metrics import METRICS, UNFAIR_RHO  # noqa: E402
+
+CLASS_BARS = (
+    ("te p50", "te_p50_slowdown"),
+    ("te p95", "te_p95_slowdown"),
+    ("be p50", "be_p50_slowdown"),
+    ("be p95", "be_p95_slowdown"),
+)
+PLOTS = ("jct_cdf", "timeline", "class_slowdown", "fairness")
+
+
+def label(result: TaskResult) -> str:
+    """The policy's name in plots and TensorBoard: its name, then its ``policy.*`` settings."""
+    t = result.task
+    return t.policy + (" [" + ",".join(f"{k}={v}" for k, v in t.policy_sets) + "]" if t.policy_sets else "")
+
+
+def groups(results: Sequence[TaskResult]) -> dict[str, list[TaskResult]]:
+    """Results by (scenario, scenario settings), as a folder name, in order of first appearance."""
+    out: dict[str, list[TaskResult]] = {}
+    for r in results:
+        out.setdefault(group_name(r.task.scenario, r.task.scenario_sets), []).append(r)
+    return out
+
+
+def group_name(scenario: str, settings: Sequence[tuple[str, str]]) -> str:
+    """The folder (and TensorBoard run) of a scenario with its settings (``policy.*`` ones left out)."""
+    scen = [(k, v) for k, v in settings if not k.startswith("policy.")]
+    return _slug(scenario + ("__" + "_".join(f"{k}-{v}" for k, v in scen) if scen else ""))
+
+
+def _colors(names: Sequence[str]) -> dict[str, tuple[float, ...]]:
+    cmap = plt.get_cmap("tab10")
+    return {n: cmap(i % 10) for i, n in enumerate(names)}
+
+
+def _styles(names: Sequence[str]) -> dict[str, str]:
+    """Line styles that keep coinciding curves (two policies deciding alike) visible."""
+    return {n: ("-", "--", "-.", ":")[i % 4] for i, n in enumerate(names)}
+
+
+def jct_cdf(curves: Mapping[str, Sequence[float]], title: str = "") -> Figure:
+    """One step line per policy: share of finished jobs with JCT <= x (hours, log scale)."""
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    colors, styles = _colors(list(curves)), _styles(list(curves))
+    for name, jct in curves.items():
+        x = np.sort(np.asarray(jct, dtype=float)) / 3600.0
+        if x.size:
+            y = np.arange(1, x.size + 1) / x.size
+            ax.step(x, y, where="post", label=f"{name} (mean {x.mean():.2f} h)", color=colors[name], ls=styles[name])
+    ax.set_xscale("log")
+    ax.set_xlabel("job completion time (hours, log scale)")
+    ax.set_ylabel("share of finished jobs")
+    ax.set_ylim(0, 1.02)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(loc="lower right", fontsize=8)
+    ax.set_title(title or "JCT CDF")
+    fig.tight_layout()
+    return fig
+
+
+def timeline(series: Mapping[str, Mapping[str, Sequence[float]]], title: str = "") -> Figure:
+    """Four panels over time (hours): jobs waiting, training-pool busy GPUs, loaned busy GPUs
+    (with the inference demand), servers on loan; one line per policy."""
+    fig, axes = plt.subplots(4, 1, figsize=(9, 9), sharex=True)
+    colors = _colors(list(series))
+    first = True
+    for name, s in series.items():
+        t = np.asarray(s["time"], dtype=float) / 3600.0
+        c = colors[name]
+        axes[0].plot(t, s["queue"], color=c, label=name, lw=1)
+        axes[1].plot(t, s["busy_training"], color=c, lw=1)
+        axes[1].plot(t, s["capacity_training"], color=c, lw=0.8, ls=":")
+        if first:
+            axes[2].fill_between(t, 0, s["inference_gpus"], color="0.85", label="inference demand")
+            first = False
+        axes[2].plot(t, s["busy_loaned"], color=c, lw=1)
+        axes[3].plot(t, s["loaned_servers"], color=c, lw=1)
+    axes[0].set_ylabel("jobs waiting")
+    axes[1].set_ylabel("training pool\nbusy GPUs (up: dotted)")
+    axes[2].set_ylabel("inference pool\nGPUs busy with\nloaned training")
+    axes[3].set_ylabel("servers on loan")
+    axes[3].set_xlabel("time (hours)")
+    for ax in axes:
+        ax.grid(True, alpha=0.3)
+    axes[0].legend(loc="upper right", fontsize=8)
+    if not first:
+        axes[2].legend(loc="upper right", fontsize=8)
+    axes[0].set_title(title or "timeline")
+    fig.tight_layout()
+    return fig
+
+
+def class_slowdown(bars: Mapping[str, Mapping[str, Stat]], title: str = "") -> Figure:
+    """Grouped bars: for each of te p50, te p95, be p50, be p95 one bar per policy (mean over
+    seeds; error bar: 95% CI). A class without finished jobs has no bar."""
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    names = list(bars)
+    colors = _colors(names)
+    width = 0.8 / max(1, len(names))
+    x = np.arange(len(CLASS_BARS))
+    for i, name in enumerate(names):
+        stats = [bars[name][k] for _, k in CLASS_BARS]
+        mean = [s.mean if s.mean is not None else np.nan for s in stats]
+        err = [s.ci95 if s.ci95 is not None else 0.0 for s in stats]
+        ax.bar(x + (i - (len(names) - 1) / 2) * width, mean, width, yerr=err, capsize=3, label=name, color=colors[name])
+    ax.set_xticks(x, [h for h, _ in CLASS_BARS])
+    ax.set_ylabel("slowdown (JCT / duration alone)")
+    ax.axhline(1.0, color="0.4", lw=0.8, ls="--")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(title or "slowdown per job class (mean over seeds, 95% CI)")
+    fig.tight_layout()
+    return fig
+
+
+def fairness(rho: Mapping[str, Sequence[float]], title: str = "") -> Figure:
+    """Per policy the rho of every finished job, largest first, against the job's rank (share of
+    jobs); a horizontal line at the unfair threshold."""
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    colors, styles = _colors(list(rho)), _styles(list(rho))
+    for name, values in rho.items():
+        v = np.sort(np.asarray(values, dtype=float))[::-1]
+        if v.size:
+            rank = np.arange(1, v.size + 1) / v.size
+            unfair = float(np.mean(v > UNFAIR_RHO))
+            ax.step(rank, v, where="post", color=colors[name], ls=styles[name], label=f"{name} (unfair {unfair:.0%})")
+    ax.axhline(UNFAIR_RHO, color="red", lw=0.8, ls="--", label=f"rho = {UNFAIR_RHO}")
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(ScalarFormatter())
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("share of finished jobs (ranked by rho, largest first)")
+    ax.set_ylabel("finish-time fairness rho (log scale)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(title or "finish-time fairness per job")
+    fig.tight_layout()
+    return fig
+
+
+def figures(results: Sequence[TaskResult], title: str) -> dict[str, Figure]:
+    """The four plots of one group of results."""
+    by: dict[str, list[TaskResult]] = {}
+    for r in results:
+        by.setdefault(label(r), []).append(r)
+    first_seed = min(r.task.seed for r in results)
+    series = {}
+    for name, rs in by.items():
+        shown = min(rs, key=lambda r: (r.task.seed != first_seed, r.task.seed))
+        series[f"{name} (seed {shown.task.seed})"] = shown.series
+    return {
+        "jct_cdf": jct_cdf({n: _pool(rs, "jct_s") for n, rs in by.items()}, f"{title}: JCT CDF (all seeds)"),
+        "timeline": timeline(series, f"{title}: over time"),
+        "class_slowdown": class_slowdown(
+            {n: {k: stat([r.metrics[k] for r in rs]) for _, k in CLASS_BARS} for n, rs in by.items()},
+            f"{title}: slowdown per job class (mean over seeds, 95% CI)",
+        ),
+        "fairness": fairness({n: _pool(rs, "rho") for n, rs in by.items()}, f"{title}: finish-time fairness per job"),
+    }
+
+
+def _pool(results: Sequence[TaskResult], key: str) -> list[float]:
+    return [x for r in results for x in r.jobs.get(key, [])]
+
+
+def save_png(fig: Figure, path: Path) -> Path:
+    """Write ``fig`` as a PNG, atomically, and close it."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    plt.close(fig)
+    return atomic_write(path, buf.getvalue())
+
+
+def write_plots(results: Sequence[TaskResult], out: Path) -> dict[str, list[Path]]:
+    """PNGs for every group under ``out`` (``out/<group>/<plot>.png``); group -> files."""
+    written: dict[str, list[Path]] = {}
+    for name, rs in groups(results).items():
+        title = rs[0].task.scenario + (" " + _short(rs[0].task.scenario_sets) if rs[0].task.scenario_sets else "")
+        written[name] = [save_png(fig, out / name / f"{p}.png") for p, fig in figures(rs, title).items()]
+    return written
+
+
+def write_tensorboard(aggregates: Sequence[Aggregate], pngs: Mapping[str, Sequence[Path]], tb: Path) -> None:
+    """``eval/<metric>/<policy>`` scalars (mean over seeds, step 0) and the plots as images
+    (``plots/<name>``), one run per group under ``tb``, written with TensorBoard's own event
+    writer (no torch import); ``tb`` is replaced as a whole, so a rerun leaves no stale events."""
+    from tensorboard.compat.proto.event_pb2 import Event
+    from tensorboard.compat.proto.summary_pb2 import Summary
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    tmp = tb.with_name(f".{tb.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    by_group: dict[str, list[Aggregate]] = {}
+    for a in aggregates:
+        by_group.setdefault(group_name(a.scenario, a.settings), []).append(a)
+    for group in dict.fromkeys([*by_group, *pngs]):
+        values = []
+        for a in by_group.get(group, []):
+            pol = [f"{k.removeprefix('policy.')}={v}" for k, v in a.settings if k.startswith("policy.")]
+            name = a.policy + (" [" + ",".join(pol) + "]" if pol else "")
+            values += [
+                Summary.Value(tag=f"eval/{k}/{name}", simple_value=a.metrics[k].mean)
+                for k in METRICS
+                if a.metrics[k].mean is not None
+            ]
+        for png in pngs.get(group, []):
+            data = png.read_bytes()
+            width, height = struct.unpack(">II", data[16:24])  # the PNG's IHDR chunk
+            image = Summary.Image(height=height, width=width, colorspace=4, encoded_image_string=data)
+            values.append(Summary.Value(tag=f"plots/{png.stem}", image=image))
+        writer = EventFileWriter(str(tmp / group))
+        writer.add_event(Event(wall_time=time.time(), step=0, summary=Summary(value=values)))
+        writer.close()
+    tmp.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(tb, ignore_errors=True)
+    tmp.replace(tb)
+
+
+def _short(sets: Sequence[tuple[str, str]]) -> str:
+    return ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in sets)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.=-]+", "-", text).strip("-") or "x"

@@ -1,0 +1,197 @@
+"""MLFS's configuration and its task priority (ALGORITHMS.md, "MLFS").
+
+For task ``k`` of job ``J`` at time ``t``::
+
+    P'_ML(k) = L_J * (1 / I) * (dl_{I-1} / sum_{j<I} dl_j) * S_k / S_J
+    P'_C(J)  = g_d / (d - t) + g_r / r + g_w * w
+    P(k)     = alpha * P'_ML(k) / M_ML + (1 - alpha) * P'_C(J) / M_C
+    P^(k)    = P(k) + gamma * sum of P^(c) over the tasks c that depend on k
+
+- ``L_J``: urgency (``JobSpec.urgency``); ``I``: the current iteration, 1-based (``floor(f N) + 1``
+  at work fraction ``f`` of a job of ``N`` iterations); ``dl_{I-1} / sum_{j<I} dl_j``: the share of
+  the loss reduction so far that the last iteration brought (``LearningCurve.last_share``: 1 at
+  ``I = 1``, ours); ``S_k / S_J``: the task's share of the model (1 for a data-parallel job).
+- ``d - t``: time to the deadline; ``r``: remaining run time (the remaining work alone at the
+  requested GPUs; with early stopping on, up to the predicted stop at the required accuracy,
+  ours); ``w``: time waited so far without GPUs. **Units (ours)**: hours (``time_unit_s``), so
+  that the three terms are of comparable size for jobs of hours. **Guards (ours)**: ``d - t`` and
+  ``r`` are floored at ``min_time_s``; a job past its deadline or without one gets no deadline
+  term (its deadline can no longer be helped); ``I`` starts at 1.
+- **Normalisation (ours)**: before mixing, ``P'_ML`` and ``P'_C`` are divided by their maxima
+  ``M_ML`` (over every task) and ``M_C`` over the jobs being compared: the pending queue when
+  ordering it, the running jobs when choosing what to migrate. Each term then lies in [0, 1]
+  and alpha weighs like against like; a maximum of 0 makes its term 0.
+- **Recursion**: a model-parallel job's tasks are given parents first, so one backward pass
+  adds ``gamma`` x each task's total priority to its parent's. The job's priority is its root's
+  (the largest, all terms being >= 0); a data-parallel job is one task.
+
+The priority is a pure function of :class:`PriorityInputs`; :func:`inputs_of` reads them from
+the view. What MLFS knows (ours): each job's true learning curve (a perfect stand-in for the
+curve MLFS fits from the losses it observes), its urgency, deadline and required accuracy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from envs.sim.accuracy import DEFAULT_CURVE
+from envs.sim.policy import ClusterView
+
+
+@dataclass(frozen=True)
+class MlfsConfig:
+    """Settings of ``mlfs`` and ``mlfs-noctl`` (``--set policy.<field>=value``).
+
+    :param alpha: weight of the ML-feature priority (the paper: 0.3).
+    :param gamma_d: weight of the deadline term of ``P'_C`` (0.3).
+    :param gamma_r: weight of the remaining-time term (0.3).
+    :param gamma_w: weight of the waiting-time term (0.35).
+    :param gamma: share of the priorities of dependent tasks a task adds (0.8).
+    :param time_unit_s: unit of ``d - t``, ``r`` and ``w`` in ``P'_C`` (ours: hours).
+    :param min_time_s: floor on ``d - t`` and ``r`` (ours: the divisions stay finite).
+    :param threshold: a server counts as overloaded above this utilisation of any resource, and
+        placement keeps servers at or below it (the paper: 90%); the system is overloaded when
+        jobs wait or the mean server load exceeds it.
+    :param server_cpus: cores per server (ours: an AWS p3.16xlarge's 64 vCPUs).
+    :param server_mem_gb: host memory per server (488 GiB).
+    :param server_net_gbps: network per server (25 Gbit/s, the speed model's inter-server link).
+    :param migration: load control, part 1: move the lowest-priority tasks off overloaded servers.
+    :param early_stop: load control, part 2: when overloaded, stop the jobs that allow it once they
+        reach their required accuracy (or their predicted best).
+    :param lowest_share: migrate among this share of a server's tasks with the lowest priority
+        (the paper: 10%; at least one).
+    :param migration_cooldown_s: a job migrated is not moved again for this long (ours: no
+        ping-pong as usage swings).
+    :param min_gain: a job that allows an early stop also stops when the rest of its work would
+        add less accuracy than this (its predicted best is reached; ours).
+    :param round_s: period of the load-control rounds (ours: Tiresias' 5 minutes).
+    """
+
+    alpha: float = 0.3
+    gamma_d: float = 0.3
+    gamma_r: float = 0.3
+    gamma_w: float = 0.35
+    gamma: float = 0.8
+    time_unit_s: float = 3600.0
+    min_time_s: float = 60.0
+    threshold: float = 0.9
+    server_cpus: float = 64.0
+    server_mem_gb: float = 488.0
+    server_net_gbps: float = 25.0
+    migration: bool = True
+    early_stop: bool = True
+    lowest_share: float = 0.1
+    migration_cooldown_s: float = 1800.0
+    min_gain: float = 0.001
+    round_s: float = 300.0
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.alpha <= 1.0:
+            raise ValueError(f"policy.alpha must be in [0, 1], got {self.alpha}")
+        if min(self.gamma_d, self.gamma_r, self.gamma_w, self.gamma) < 0.0:
+            raise ValueError("policy gammas must be >= 0")
+        if not (self.time_unit_s > 0.0 and self.min_time_s > 0.0 and self.threshold > 0.0 and self.round_s > 0.0):
+            raise ValueError("policy.time_unit_s, min_time_s, threshold and round_s must be > 0")
+        if min(self.server_cpus, self.server_mem_gb, self.server_net_gbps) <= 0.0:
+            raise ValueError("policy server capacities must be > 0")
+
+
+@dataclass(frozen=True, slots=True)
+class PriorityInputs:
+    """What the priority reads of one job (times in seconds).
+
+    :param urgency: ``L_J``.
+    :param iteration: ``I``, the current iteration (>= 1).
+    :param last_share: ``dl_{I-1} / sum_{j<I} dl_j``.
+    :param shares: ``S_k / S_J`` per task (``(1.0,)`` for a data-parallel job).
+    :param parents: per task, the task it depends on (``-1``: the root); parents first.
+    :param to_deadline_s: ``d - t``, or ``None`` without a deadline.
+    :param remaining_s: ``r``.
+    :param waiting_s: ``w``.
+    """
+
+    urgency: float
+    iteration: int
+    last_share: float
+    shares: tuple[float, ...]
+    parents: tuple[int, ...]
+    to_deadline_s: float | None
+    remaining_s: float
+    waiting_s: float
+
+
+def raw_ml(x: PriorityInputs) -> list[float]:
+    """``P'_ML`` of each task."""
+    base = x.urgency / max(1, x.iteration) * x.last_share
+    return [base * s for s in x.shares]
+
+
+def raw_c(x: PriorityInputs, cfg: MlfsConfig) -> float:
+    """``P'_C`` of the job (guards in the module docstring)."""
+    unit, floor = cfg.time_unit_s, cfg.min_time_s
+    deadline = 0.0
+    if x.to_deadline_s is not None and x.to_deadline_s > 0.0:
+        deadline = cfg.gamma_d / (max(x.to_deadline_s, floor) / unit)
+    remaining = cfg.gamma_r / (max(x.remaining_s, floor) / unit)
+    return deadline + remaining + cfg.gamma_w * x.waiting_s / unit
+
+
+def task_priorities(inputs: Sequence[PriorityInputs], cfg: MlfsConfig) -> list[list[float]]:
+    """``P^`` of every task of every job, normalised over ``inputs`` (module docstring)."""
+    ml = [raw_ml(x) for x in inputs]
+    c = [raw_c(x, cfg) for x in inputs]
+    m_ml = max((v for tasks in ml for v in tasks), default=0.0)
+    m_c = max(c, default=0.0)
+    a = cfg.alpha
+    out = []
+    for x, tasks, cj in zip(inputs, ml, c, strict=True):
+        pc = (1.0 - a) * (cj / m_c if m_c > 0.0 else 0.0)
+        p = [a * (v / m_ml if m_ml > 0.0 else 0.0) + pc for v in tasks]
+        for k in range(len(p) - 1, 0, -1):
+            parent = x.parents[k]
+            if parent >= 0:
+                p[parent] += cfg.gamma * p[k]
+        out.append(p)
+    return out
+
+
+def priorities(inputs: Sequence[PriorityInputs], cfg: MlfsConfig) -> list[float]:
+    """Each job's priority: its root task's ``P^``."""
+    return [p[0] for p in task_priorities(inputs, cfg)]
+
+
+_DATA_PARALLEL = ((1.0,), (-1,))
+
+
+def inputs_of(view: ClusterView, job: int, cfg: MlfsConfig) -> PriorityInputs:
+    """Read one job's priority inputs from the view (settled to now)."""
+    spec = view.job(job)
+    st = view.state(job)
+    total = st.work_total
+    frac = st.work_done / total if total > 0.0 else 1.0
+    curve = spec.curve or DEFAULT_CURVE
+    it = curve.iteration(frac)
+    end = total
+    if cfg.early_stop and spec.required_accuracy is not None and spec.curve is not None:
+        end = min(total, spec.curve.fraction_for(spec.required_accuracy) * total)
+    if spec.tasks:
+        shares = tuple(t.share for t in spec.tasks)
+        parents = tuple(t.parent for t in spec.tasks)
+    else:
+        shares, parents = _DATA_PARALLEL
+    return PriorityInputs(
+        urgency=spec.urgency,
+        iteration=it,
+        last_share=curve.last_share(it),
+        shares=shares,
+        parents=parents,
+        to_deadline_s=None if spec.deadline is None else spec.deadline - view.now,
+        remaining_s=max(0.0, end - st.work_done),
+        waiting_s=st.queued_time,
+    )
+
+
+def job_priorities(view: ClusterView, jobs: Sequence[int], cfg: MlfsConfig) -> dict[int, float]:
+    """Priorities of ``jobs``, normalised over them."""
+    return dict(zip(jobs, priorities([inputs_of(view, j, cfg) for j in jobs], cfg), strict=True))
