@@ -18,7 +18,7 @@ $(VENV)/.installed: pyproject.toml
 setup: $(VENV)/.installed
 
 run: setup
-	$(PY) evaluate.py --policies fifo,sjf,tiresias --scenario default --seeds 0,1,2 --out results/default
+	$(PY) train.py
 
 test: setup
 	$(PY) -m pytest -q
@@ -26,7 +26,7 @@ test: setup
 lint: setup
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
-	$(PY) -m mypy envs heuristics agents evaluate.py demos.py
+	$(PY) -m mypy envs heuristics agents evaluate.py demos.py train.py
 
 bench: setup
 	$(PY) benchmarks/sim_speed.py

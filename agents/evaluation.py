@@ -251,16 +251,20 @@ def check_agent(agent: AgentSpec, scenario: str, overrides: tuple[tuple[str, str
 
     layout = load_layout(Path(agent.run))
     kw = agent.core_kwargs(scenario, overrides)
-    dims = {"ordering_obs_dim": int(OrderingEnv(max_jobs=agent.max_jobs, **kw).observation_space.shape[0])}
+    dims = {"ordering_obs_dim": _dim(OrderingEnv(max_jobs=agent.max_jobs, **kw).observation_space)}
     pe = PlacementEnv(ordering=agent.placement, **kw)
     if pe.num_servers == layout.get("num_servers"):
-        dims["placement_obs_dim"] = int(pe.observation_space.shape[0])
+        dims["placement_obs_dim"] = _dim(pe.observation_space)
     for k, v in dims.items():
         if layout.get(k) != v:
             raise ConfigError(
                 f"{agent.run}: its agents were trained for {k} {layout.get(k)}, "
                 f"but scenario '{scenario}' builds {v}; retrain them for this layout."
             )
+
+
+def _dim(space: Any) -> int:
+    return int(np.prod(space.shape))
 
 
 def model_bytes(agents: Sequence[AgentSpec]) -> dict[str, tuple[bytes, bytes]]:
@@ -463,7 +467,7 @@ def _run_ray(
         else:
             ray.init(num_cpus=max(1, workers), include_dashboard=False, **kw)
     try:
-        remote = ray.remote(num_cpus=1)(run_task)
+        remote: Any = ray.remote(num_cpus=1)(run_task)
         ref = ray.put(dict(models or {}))
         pending = [remote.remote(t, ref) for t in tasks]
         while pending:

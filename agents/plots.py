@@ -29,14 +29,14 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.ticker import NullFormatter, ScalarFormatter  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.ticker import NullFormatter, ScalarFormatter
 
-from agents.evaluation import Aggregate, Stat, TaskResult, stat  # noqa: E402
-from envs.sim.fileio import atomic_write  # noqa: E402
-from envs.sim.metrics import METRICS, UNFAIR_RHO  # noqa: E402
+from agents.evaluation import Aggregate, Stat, TaskResult, stat
+from envs.sim.fileio import atomic_write
+from envs.sim.metrics import METRICS, UNFAIR_RHO
 
 CLASS_BARS = (
     ("te p50", "te_p50_slowdown"),

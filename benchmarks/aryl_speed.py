@@ -46,9 +46,7 @@ def aryl_like_groups(rng: np.random.Generator, groups: int = 1000, options: int 
         work, base, a = rng.uniform(1e3, 1e6), int(rng.integers(1, 9)), rng.uniform(0.6, 1.0)
         cur = int(rng.integers(0, options + 1))
         t0 = work / base**a
-        out.append(
-            [(x, t0 - work / (base + x) ** a - (0.0 if x == cur else 35.0)) for x in range(1, options + 1)]
-        )
+        out.append([(x, t0 - work / (base + x) ** a - (0.0 if x == cur else 35.0)) for x in range(1, options + 1)])
     return out
 
 

@@ -1,4 +1,4 @@
-"""Aryl's placement: best-fit decreasing over servers, with pool preferences.
+"""Aryl's placement (section 5.3): best fit over servers, with pool preferences.
 
 A job's gang of ``need`` GPUs (all of one GPU type, on one pool: ours) is packed by
 :func:`best_fit`: if one server holds it, the server whose free GPUs fit it most tightly (a
@@ -6,7 +6,9 @@ non-empty server before an empty one, lowest id among equals); otherwise whole e
 each full server's worth and the tightest fit for the remainder; if the free GPUs are too
 fragmented for that, the servers with the most free GPUs, the last one chosen by best fit for
 the remainder (fewest servers). The same function runs on the live view (phase 1 starts) and on
-the virtual free map of phase 2 (:class:`FreeMap`), so both decide alike.
+the virtual free maps (:class:`FreeMap`) on which the room component and phase 2 plan, so they
+decide alike. Phase 2 places the flexible workers of all jobs in decreasing order of demand (best
+fit decreasing); phase 1 places jobs in its priority order (see ``heuristics/aryl.py``).
 
 Pools (Aryl section 5.3): an inelastic job tries training servers first, then loaned inference
 servers (if it accepts their GPU type); an elastic job the other way round, so that its workers
@@ -150,6 +152,7 @@ def base_size(spec: JobSpec, elastic: bool) -> int:
 class ArylPlacement:
     """Placement component (``envs.sim.policy.Placement``): start a pending job at its base
     demand by best fit, on the first (type, pool) of its preference order that holds it.
+    Caches the server layout and each job's preferences: one instance per run.
 
     :param elastic: start elastic jobs at ``min_gpus`` (Aryl) or at ``num_gpus`` (Basic).
     :param loaned_first: elastic jobs prefer loaned inference servers (Aryl; off in the
