@@ -17,7 +17,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -35,6 +35,7 @@ from agents.networks import SlotPolicy, ordering_policy_kwargs, placement_policy
 from agents.partners import AgentOrdering, AgentPlacer, run_episode
 from envs.core import CoreConfig
 from envs.obs import OBS_VERSION
+from envs.ordering import OrderingEnv
 from envs.placement import PlacementEnv
 from envs.sim import scenarios
 from envs.sim.fileio import atomic_write
@@ -195,7 +196,7 @@ class Trainer:
         if latest.exists():
             model = MaskablePPO.load(latest, env=venv, device="cpu")
         else:
-            env0 = venv.envs[0].unwrapped
+            env0: Any = venv.envs[0].unwrapped
             kwargs = (
                 ordering_policy_kwargs(c.max_jobs, c.hidden)
                 if agent == ORDERING
@@ -309,11 +310,12 @@ class Trainer:
     def _freeze_partner(self, agent: str) -> None:
         """Put the other agent (frozen) in the seat it does not train."""
         if agent == ORDERING:
+            placer = AgentPlacer(self.placement) if self.state.phase > 0 or self.config.bc else None
             for env in self.ordering_env.envs:
-                env.unwrapped.placer = AgentPlacer(self.placement) if self.state.phase > 0 or self.config.bc else None
+                cast(OrderingEnv, env.unwrapped).placer = placer
         else:
             for env in self.placement_env.envs:
-                pe: PlacementEnv = env.unwrapped
+                pe = cast(PlacementEnv, env.unwrapped)
                 pe.ordering_spec = AgentOrdering(self.ordering, pe.core, self.config.max_jobs)
 
     # ------------------------------------------------------------------ evaluation
@@ -354,7 +356,8 @@ class Trainer:
 
     def layout(self) -> dict[str, int]:
         """The agents' observation layout (saved as layout.json; evaluation checks it)."""
-        o, pe = self.ordering_env.envs[0].unwrapped, self.placement_env.envs[0].unwrapped
+        o: Any = self.ordering_env.envs[0].unwrapped
+        pe: Any = self.placement_env.envs[0].unwrapped
         return {
             "obs_version": OBS_VERSION,
             "max_jobs": self.config.max_jobs,

@@ -10,7 +10,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
@@ -19,8 +19,8 @@ from envs.obs import Encoder
 from envs.sim.policy import ClusterView
 
 
-class Predictor(Protocol):
-    def predict(self, observation: Any, deterministic: bool = ..., action_masks: Any = ...) -> tuple[Any, Any]: ...
+Predictor = Any
+"""A trained policy: anything with SB3's ``predict(obs, deterministic=..., action_masks=...)``."""
 
 
 def _act(model: Predictor, obs: np.ndarray, mask: np.ndarray) -> int:

@@ -93,10 +93,10 @@ class Accounting:
     config: MlfsConfig
     util: np.ndarray = field(default_factory=lambda: np.zeros((0, 4)))
     parts: list[list[tuple[int, np.ndarray]]] = field(default_factory=list)
-    _key: tuple[float, bytes] | None = None
+    _key: tuple[float, bytes, tuple[int, ...]] | None = None
 
     def refresh(self, view: ClusterView) -> None:
-        key = (view.now, view.free_gpus().tobytes())
+        key = (view.now, view.free_gpus().tobytes(), tuple(view.running))
         if key == self._key:
             return
         self._key = key
