@@ -32,6 +32,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from agents import evaluation as ev
+from agents import trained
 from envs.sim.config import ConfigError
 from envs.sim.inference import InferenceConfigError
 from envs.sim.workload import TraceError
@@ -138,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
                 backend=args.backend,
                 workers=args.workers,
                 address=args.address,
-                models=ev.model_bytes(agents),
+                models=trained.model_bytes(agents),
             )
         except KeyboardInterrupt:
             saved = f"; finished tasks are saved in {out / 'tasks'}: rerun the same command to resume" if out else ""

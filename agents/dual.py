@@ -310,9 +310,9 @@ class Trainer:
     def _freeze_partner(self, agent: str) -> None:
         """Put the other agent (frozen) in the seat it does not train."""
         if agent == ORDERING:
-            placer = AgentPlacer(self.placement) if self.state.phase > 0 or self.config.bc else None
-            for env in self.ordering_env.envs:
-                cast(OrderingEnv, env.unwrapped).placer = placer
+            frozen = self.state.phase > 0 or self.config.bc
+            for env in self.ordering_env.envs:  # one placer per env: each keeps its env's encoder
+                cast(OrderingEnv, env.unwrapped).placer = AgentPlacer(self.placement) if frozen else None
         else:
             for env in self.placement_env.envs:
                 pe = cast(PlacementEnv, env.unwrapped)
