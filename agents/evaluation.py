@@ -12,9 +12,10 @@ Two kinds of policy, one simulator:
   own event loop;
 * ``ppo:RUN`` (a run folder of train.py) puts both trained agents in their seats of
   :class:`envs.core.Core`, the code path of the RL envs (the loop of
-  :func:`agents.partners.run_episode`), with the components (placement, scaling, reclaim,
-  preemption), job slots and reward in the run's config.yaml and the task's scenario, overrides
-  and seed. Deterministic actions; the best checkpoints (the latest where there is no best).
+  :func:`agents.partners.run_episode`; see :mod:`agents.trained`), with the components
+  (placement, scaling, reclaim, preemption), job slots and reward in the run's config.yaml and the
+  task's scenario, overrides and seed. Deterministic actions; the best checkpoints (the latest
+  where there is no best). An agent takes no ``policy.*`` settings: its tasks leave them out.
 
 A heuristic run through Core equals its engine run exactly (tests/test_envs.py checks it for every
 component heuristic), so agents and heuristics are scored by the same simulator code. If the

@@ -47,7 +47,11 @@ class SlotScorer(nn.Module):
         self.extra, self.present_index = extra_actions, present_index
         self.item = _mlp([item_dim, hidden, hidden])
         self.ctx = _mlp([ctx_dim, hidden])
-        self.score = nn.Sequential(_mlp([4 * hidden, hidden]), nn.Linear(hidden, 1))
+        # the score head's first layer on [item code, summary], split so the summary's part is
+        # computed once per observation rather than once per item (the same function)
+        self.score_item = nn.Linear(hidden, hidden)
+        self.score_summary = nn.Linear(3 * hidden, hidden, bias=False)
+        self.score_out = nn.Sequential(nn.Tanh(), nn.Linear(hidden, 1))
         self.extra_head = (
             nn.Sequential(_mlp([3 * hidden, hidden]), nn.Linear(hidden, extra_actions)) if extra_actions else None
         )
@@ -71,19 +75,22 @@ class SlotScorer(nn.Module):
         ctx = self.ctx(x[:, self.n_items * self.item_dim :])
         return codes, th.cat([mean, maxed, ctx], dim=-1)
 
-    def forward_actor(self, x: th.Tensor) -> th.Tensor:
-        codes, summary = self._encode(x)
-        joined = th.cat([codes, summary.unsqueeze(1).expand(-1, self.n_items, -1)], dim=-1)
-        logits = self.score(joined).squeeze(-1)
+    def _logits(self, codes: th.Tensor, summary: th.Tensor) -> th.Tensor:
+        hidden = self.score_item(codes) + self.score_summary(summary).unsqueeze(1)
+        logits = self.score_out(hidden).squeeze(-1)
         if self.extra_head is not None:
             logits = th.cat([logits, self.extra_head(summary)], dim=-1)
         return logits
+
+    def forward_actor(self, x: th.Tensor) -> th.Tensor:
+        return self._logits(*self._encode(x))
 
     def forward_critic(self, x: th.Tensor) -> th.Tensor:
         return self.value(self._encode(x)[1])
 
     def forward(self, x: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
-        return self.forward_actor(x), self.forward_critic(x)
+        codes, summary = self._encode(x)  # once for both heads
+        return self._logits(codes, summary), self.value(summary)
 
 
 class SlotPolicy(MaskableActorCriticPolicy):
