@@ -163,26 +163,31 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def print_table(console: Console, doc: dict, reference: str, seeds: str) -> None:
+    """One row per (policy, scenario, settings): mean over seeds, (ratio to the reference); the
+    settings column shows only the settings that differ between rows (last part of each key)."""
     aggs = doc["aggregates"]
     ratio = {(r["policy"], r["scenario"], str(r["settings"])): r["metrics"] for r in doc["ratios"]}
-    several = len({(a["scenario"], str(a["settings"])) for a in aggs}) > 1
+    keys = list(dict.fromkeys(k for a in aggs for k in a["settings"]))
+    varying = [k for k in keys if len({a["settings"].get(k) for a in aggs}) > 1]
+    scenarios = len({a["scenario"] for a in aggs}) > 1
     table = Table(title=f"mean over seeds {seeds}; (x) = ratio to {reference}", title_justify="left")
-    table.add_column("policy")
-    if several:
-        table.add_column("scenario")
-        table.add_column("settings")
+    table.add_column("policy", no_wrap=True)
+    if scenarios:
+        table.add_column("scenario", no_wrap=True)
+    if varying:
+        table.add_column("settings", min_width=16)
     for k, heading in TABLE.items():
-        table.add_column(heading, justify="right")
+        table.add_column(heading, justify="right", no_wrap=True)
         if k == "avg_jct_s":
-            table.add_column("95% CI", justify="right")
+            table.add_column("95% CI", justify="right", no_wrap=True)
     for a in aggs:
         r = ratio.get((a["policy"], a["scenario"], str(a["settings"])), {})
-        cells = [a["policy"]]
-        if several:
-            cells += [a["scenario"], ", ".join(f"{k}={v}" for k, v in a["settings"].items())]
+        cells = [a["policy"]] + ([a["scenario"]] if scenarios else [])
+        if varying:
+            cells.append(" ".join(f"{k.rsplit('.', 1)[-1]}={a['settings'][k]}" for k in varying if k in a["settings"]))
         for k in TABLE:
             s = a["metrics"][k]
-            cells.append(_fmt(s["mean"]) + (f" ({r[k]:.2f})" if r.get(k) is not None else ""))
+            cells.append(_fmt(s["mean"]) + (f"\n({r[k]:.2f})" if r.get(k) is not None else ""))
             if k == "avg_jct_s":
                 cells.append("±" + _fmt(s["ci95"]) if s["ci95"] is not None else "-")
         table.add_row(*cells)

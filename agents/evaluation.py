@@ -183,24 +183,27 @@ def plan(
     if len(set(labels)) < len(labels):
         dup = next(x for x in labels if labels.count(x) > 1)
         raise ConfigError(f"two policies are both named '{dup}'; give the run folders different names.")
+    points: dict[tuple[tuple[str, str], ...], list[tuple[tuple[str, str], ...]]] = {}
+    for sets in grid:  # scenario settings -> their policy settings, in grid order
+        scen_sets, pol_sets = split_sets(sets)
+        points.setdefault(tuple(scen_sets.items()), []).append(tuple(pol_sets.items()))
     tasks: list[Task] = []
     for scen in scenario_names:
-        for sets in grid:
-            scen_sets, pol_sets = split_sets(sets)
-            scen_tuple = tuple(scen_sets.items())
-            scenarios.build(scenarios.get(scen, scen_sets), seeds[0])
-            trace = scen_sets.get("workload.trace") or scenarios.get(scen, scen_sets).workload.trace
+        for scen_tuple, pol_points in points.items():
+            scenario = scenarios.get(scen, dict(scen_tuple))
+            scenarios.build(scenario, seeds[0])
+            trace = scenario.workload.trace
             trace_digest = file_digest(Path(trace)) if trace and Path(trace).is_file() else ""
             for p in policies:
                 agent = agents.get(p)
                 if agent is not None:
                     check_agent(agent, scen, scen_tuple)
-                else:
-                    registry.make(p, pol_sets)
-                pol_tuple = () if agent else tuple(pol_sets.items())
                 inputs = hashlib.sha1((trace_digest + (agent.digest if agent else "")).encode()).hexdigest()[:16]
-                label = agent.label if agent else p
-                tasks.extend(Task(label, scen, s, scen_tuple, pol_tuple, agent, inputs) for s in seeds)
+                for pol_tuple in pol_points if agent is None else [()]:
+                    if agent is None:
+                        registry.make(p, dict(pol_tuple))
+                    label = agent.label if agent else p
+                    tasks.extend(Task(label, scen, s, scen_tuple, pol_tuple, agent, inputs) for s in seeds)
     return list(dict.fromkeys(tasks))
 
 

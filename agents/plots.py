@@ -145,6 +145,7 @@ def class_slowdown(bars: Mapping[str, Mapping[str, Stat]], title: str = "") -> F
     ax.set_xticks(x, [h for h, _ in CLASS_BARS])
     ax.set_ylabel("slowdown (JCT / duration alone)")
     ax.axhline(1.0, color="0.4", lw=0.8, ls="--")
+    ax.set_ylim(bottom=0)  # a slowdown is at least 1: an interval reaching below 0 is cut at 0
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(fontsize=8)
     ax.set_title(title or "slowdown per job class (mean over seeds, 95% CI)")

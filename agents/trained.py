@@ -79,13 +79,13 @@ def load_agent(spec: str) -> AgentSpec:
             f"{path}: layout.json says {layout.get('max_jobs')} job slots but config.yaml {config.max_jobs}."
         )
     files = []
-    for agent in ("ordering", "placement"):
-        found = [p for p in (f"{agent}_best.zip", f"{agent}_latest.zip") if (path / "checkpoints" / p).exists()]
+    for seat in ("ordering", "placement"):
+        found = [p for p in (f"{seat}_best.zip", f"{seat}_latest.zip") if (path / "checkpoints" / p).exists()]
         if not found:
-            raise ConfigError(f"{path}: no checkpoints/{agent}_best.zip or {agent}_latest.zip.")
+            raise ConfigError(f"{path}: no checkpoints/{seat}_best.zip or {seat}_latest.zip.")
         files.append(found[0])
     digest = hashlib.sha1(b"".join(file_digest(path / "checkpoints" / f).encode() for f in files)).hexdigest()
-    return AgentSpec(
+    agent = AgentSpec(
         run=str(path),
         label=AGENT_PREFIX + path.resolve().name,
         checkpoints=(files[0], files[1]),
@@ -98,6 +98,34 @@ def load_agent(spec: str) -> AgentSpec:
         preemption=config.preemption,
         reward=config.reward,
     )
+    _check_loads(agent, layout)
+    return agent
+
+
+def _check_loads(agent: AgentSpec, layout: Mapping[str, Any]) -> None:
+    """Load both checkpoints now (and keep them for this process): one that this code cannot
+    load, or whose observation size is not the one in layout.json, is a user error."""
+    import torch as th
+    from sb3_contrib import MaskablePPO
+
+    th.set_num_threads(1)  # before any op: a process pool forked from here starts no thread pools
+    ck = Path(agent.run) / "checkpoints"
+    models = []
+    for name, key in zip(agent.checkpoints, ("ordering_obs_dim", "placement_obs_dim"), strict=True):
+        try:
+            model = MaskablePPO.load(ck / name, device="cpu")
+        except Exception as e:  # any failure to load means the checkpoint is unusable here
+            first = str(e).strip().splitlines()[0].rstrip(":") if str(e).strip() else type(e).__name__
+            raise ConfigError(
+                f"{agent.run}: checkpoints/{name} does not load with this code ({first}); retrain the agents."
+            ) from None
+        if _dim(model.observation_space) != layout.get(key):
+            raise ConfigError(
+                f"{agent.run}: checkpoints/{name} takes observations of size {_dim(model.observation_space)} "
+                f"but layout.json says {key} {layout.get(key)}."
+            )
+        models.append(model)
+    _LOADED[agent.digest] = (models[0], models[1])
 
 
 def check_agent(agent: AgentSpec, scenario: str, overrides: tuple[tuple[str, str], ...]) -> None:
@@ -140,12 +168,13 @@ _LOADED: dict[str, tuple[Any, Any]] = {}
 
 
 def load_models(agent: AgentSpec, models: Models | None) -> tuple[Any, Any]:
-    """(ordering, placement) MaskablePPO models, loaded once per process."""
+    """(ordering, placement) MaskablePPO models, loaded once per process (one torch thread)."""
+    import torch as th
+
+    th.set_num_threads(1)
     if agent.digest not in _LOADED:
-        import torch as th
         from sb3_contrib import MaskablePPO
 
-        th.set_num_threads(1)
         blobs = models[agent.digest] if models and agent.digest in models else model_bytes([agent])[agent.digest]
         _LOADED[agent.digest] = tuple(MaskablePPO.load(io.BytesIO(b), device="cpu") for b in blobs)  # type: ignore[assignment]
     return _LOADED[agent.digest]

@@ -11,6 +11,7 @@ still runs), so every step the agent sees is a real choice.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -124,7 +125,7 @@ class Core:
             self.scheduler,
             scenarios.shared_throughput(),
             built.demand,
-            self.scenario.sim,
+            dataclasses.replace(self.scenario.sim, sample_s=0.0),  # no time series: metrics do not use them
             built.failure_rng,
         )
         self.view = self.engine.view

@@ -157,10 +157,13 @@ class Encoder:
             if s.gpu_types is None and inference is not None and training is not None:
                 row[12] = min(1.0, tp.rate(s, s.min_gpus, 1, inference) / tp.rate(s, s.min_gpus, 1, training))
         # remaining time at the base demand = remaining work / rate(min GPUs, packed)
+        self._deadline = np.array([s.deadline if s.deadline is not None else np.nan for s in specs])
+        self._min_gpus = np.array([s.min_gpus for s in specs], dtype=np.float64)
         self._base_slow = [
             1.0 / tp.rate(s, s.min_gpus, packed_servers(s.min_gpus), training) if training is not None else 1.0
             for s in specs
         ]
+        self._base_slow_arr = np.array(self._base_slow)
         self._static = static
         self._inf_servers = sum(1 for s in e.cluster.servers if s.pool == Pool.INFERENCE)
         self._training_keys = [k for k in e.cluster.pool_types if k[1] == Pool.TRAINING]
@@ -172,34 +175,32 @@ class Encoder:
         k = self.slots
         nf = len(JOB_FEATURES)
         out = np.zeros(k * nf + len(CLUSTER_FEATURES), dtype=np.float32)
-        if visible:
+        n = len(visible)
+        if n:
             e = self.core.engine
             assert e is not None
             now = e.now
-            out[: len(visible) * nf] = self._static[visible].ravel()
-            log1p, tanh = math.log1p, math.tanh
-            for i, job in enumerate(visible):
-                j = e.jobs[job]  # a visible job is pending: its work and queue time are settled
-                o = i * nf
-                remaining = j.work - j.work_done
-                out[o + 5] = min(1.0, log1p(remaining / 3600.0) / 5.0)
-                out[o + 6] = min(1.0, log1p(max(0.0, j.queued_time + now - j.queued_since) / 3600.0) / 5.0)
-                if j.spec.deadline is not None:
-                    out[o + 9] = tanh((j.spec.deadline - now - remaining) / 86400.0)
-                out[o + 10] = min(j.preemptions, 5) / 5.0
-                out[o + 11] = 1.0 if fits[i] else 0.0
-                out[o + 13] = min(1.0, log1p(j.attained / 3600.0) / 5.0)
-                out[o + 14] = remaining * self._base_slow[job]
-            # shortest-remaining-first: the GPUs the jobs ahead of each one would take first
-            order = sorted(range(len(visible)), key=lambda i: (out[i * nf + 14], i))
-            cap = max(1, e.cap_training + e.cap_loaned)
-            ahead = 0
-            for i in order:
-                out[i * nf + 15] = min(1.0, ahead / cap)
-                ahead += e.specs[visible[i]].min_gpus
-            for i in range(len(visible)):
-                out[i * nf + 14] = min(1.0, log1p(out[i * nf + 14] / 3600.0) / 5.0)
-        out[k * nf :] = self.cluster(hidden=max(0, len(self.core.view.pending) - len(visible)))
+            block = out[: n * nf].reshape(n, nf)
+            block[:] = self._static[visible]
+            js = [e.jobs[job] for job in visible]  # visible jobs are pending: work and queue time settled
+            remaining = np.array([j.work - j.work_done for j in js])
+            waited = np.array([j.queued_time + now - j.queued_since for j in js])
+            left_base = remaining * self._base_slow_arr[visible]
+            block[:, 5] = np.minimum(1.0, np.log1p(remaining / 3600.0) / 5.0)
+            block[:, 6] = np.minimum(1.0, np.log1p(np.maximum(waited, 0.0) / 3600.0) / 5.0)
+            deadlines = self._deadline[visible]
+            has = ~np.isnan(deadlines)
+            if has.any():
+                block[has, 9] = np.tanh((deadlines[has] - now - remaining[has]) / 86400.0)
+            block[:, 10] = np.minimum([j.preemptions for j in js], 5) / 5.0
+            block[:, 11] = fits
+            block[:, 13] = np.minimum(1.0, np.log1p(np.array([j.attained for j in js]) / 3600.0) / 5.0)
+            block[:, 14] = np.minimum(1.0, np.log1p(left_base / 3600.0) / 5.0)
+            # shortest-remaining-first: the base GPUs the visible jobs ahead of each would take first
+            order = np.argsort(left_base, kind="stable")
+            ahead = np.cumsum(self._min_gpus[visible][order]) - self._min_gpus[visible][order]
+            block[order, 15] = np.minimum(1.0, ahead / max(1, e.cap_training + e.cap_loaned))
+        out[k * nf :] = self.cluster(hidden=max(0, len(self.core.view.pending) - n))
         return out
 
     def cluster(self, hidden: int) -> np.ndarray:

@@ -76,6 +76,8 @@ class ArylConfig:
     :param restart_per_gpu_s: the same, per GPU of the new allocation.
     :param churn_factor: multiplies that restart cost in the knapsack values; 0 = rescale freely.
     :param make_room: phase 1 may take flexible workers back to start pending jobs.
+    :param rescue: an elastic job whose base sits on a server being reclaimed is re-based onto its
+        other workers (a restart) instead of being preempted at the deadline (ours).
     :param elastic_loaned_first: elastic jobs try loaned inference servers before training
         servers (Aryl section 5.3; ``aryl-nogroup`` always tries training servers first).
     :param checkpoint_interval_s: the policy's estimate of the checkpoint interval, for the
@@ -87,6 +89,7 @@ class ArylConfig:
     restart_per_gpu_s: float = 1.0
     churn_factor: float = 1.0
     make_room: bool = True
+    rescue: bool = True
     elastic_loaned_first: bool = True
     checkpoint_interval_s: float = 1800.0
 
@@ -241,8 +244,8 @@ def build(
     if elastic:
         kind = AfsScaling if afs else ArylScaling
         scaling = kind(cfg, placement, ordering, group_flex=grouped)
-        if cfg.make_room:
-            room = ArylRoom(placement, ordering)
+        if cfg.make_room or cfg.rescue:
+            room = ArylRoom(placement, ordering, cfg.make_room, cfg.rescue)
     return ComposedScheduler(
         name,
         ordering=ordering,

@@ -58,8 +58,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from envs.sim.policy import Action, Alloc, ClusterView, JobState, JobStatus, Scale
-from heuristics.aryl_place import ArylPlacement, FreeMap, plan
+from envs.sim.policy import Action, Alloc, ClusterView, JobState, JobStatus, Migrate, Scale
+from heuristics.aryl_place import ArylPlacement, FreeMap, Key, plan
 from heuristics.knapsack import solve_mckp
 
 if TYPE_CHECKING:
@@ -116,8 +116,16 @@ def movable(view: ClusterView, with_flex: bool = False) -> list[_Cand]:
 
 @dataclass
 class ArylRoom:
-    """``Preemption`` component: scale in the flexible workers that phase 1 needs (module
-    docstring). Only shrinks flexible allocations; never preempts.
+    """``Preemption`` component, before phase 1's starts (module docstring). Never preempts:
+
+    1. ``rescue`` (ours): an elastic job with base workers on a server being reclaimed is
+       preempted at the deadline, even if its other workers cover its minimum. Aryl scales such
+       jobs in instead ("the scaling-in operation reduces the need of completely preempting the
+       jobs", section 2): at once, the job is re-based (``Migrate``, one restart, no work lost)
+       onto the workers it keeps elsewhere, topped up from free GPUs of its type if they fall
+       short of its base demand; whole servers become base, the rest flexible. If even that is
+       short, the engine preempts it at the deadline.
+    2. ``make_room``: scale in the flexible workers that phase 1 needs.
 
     :param placement: phase 1's placement (demands, pool preferences).
     :param ordering: phase 1's ordering (which pending jobs, in which order).
@@ -125,54 +133,108 @@ class ArylRoom:
 
     placement: ArylPlacement
     ordering: ArylOrdering
+    make_room: bool = True
+    rescue: bool = True
 
     def preempt(self, view: ClusterView) -> Iterator[Action]:
+        if self.rescue and view.reclaiming_servers():
+            yield from self._rescue(view)
+        if self.make_room:
+            yield from self._room(view)
+
+    def _rescue(self, view: ClusterView) -> Iterator[Action]:
+        doomed = set(view.reclaiming_servers())
+        jobs = []
+        for job in sorted({j for s in doomed for j, _ in view.jobs_on(s)}):
+            st = view.state(job)
+            if view.job(job).elastic and st.status == JobStatus.RUNNING and any(s in doomed for s, _ in st.base):
+                jobs.append((job, st))
+        if not jobs:
+            return
+        fit = _Fitter(self.placement, view, [c for c in movable(view, with_flex=True) if c.cur])
+        moves: list[Migrate] = []
+        for job, st in jobs:
+            spec = view.job(job)
+            keep: dict[int, int] = {}
+            for s, n in (*st.base, *st.flex):
+                if view.placeable(s):
+                    keep[s] = keep.get(s, 0) + n
+            need = self.placement.demand(spec)
+            if sum(keep.values()) < need:
+                assert st.gpu_type is not None
+                extra = fit.place(self.placement.keys(view, spec, st.gpu_type), need - sum(keep.values()))
+                if extra is None:
+                    continue  # preempted at the deadline
+                for s, n in extra:
+                    keep[s] = keep.get(s, 0) + n
+            base: list[tuple[int, int]] = []
+            flex: list[tuple[int, int]] = []
+            for s, n in sorted(keep.items(), key=lambda sn: (-sn[1], sn[0])):
+                (base if sum(b for _, b in base) < need else flex).append((s, n))
+            moves.append(Migrate(job, tuple(sorted(base)), tuple(sorted(flex))))
+        yield from fit.scale_ins()
+        yield from moves
+
+    def _room(self, view: ClusterView) -> Iterator[Action]:
         if not view.pending:
             return
         cands = [c for c in movable(view, with_flex=True) if c.cur]
         if not cands:
             return
-        index = self.placement.index(view)
-        real = FreeMap(index, view.free_gpus().copy())
-        virt = FreeMap(index, real.free.copy())
-        held: dict[int, dict[int, int]] = {}  # server -> job -> flexible GPUs there
-        for c in cands:
-            virt.give(c.flex_ok)
-            for s, n in c.flex_ok:
-                held.setdefault(s, {})[c.job] = n
-        displaced: dict[int, int] = {}
+        fit = _Fitter(self.placement, view, cands)
         for job, aged in self.ordering.plan_order(view):
             spec = view.job(job)
-            need = self.placement.demand(spec)
-            placed = False
-            for key in self.placement.keys(view, spec):
-                alloc = real.fit(key, need) if real.total(key) >= need else None
-                if alloc is None and virt.total(key) >= need:
-                    alloc = virt.fit(key, need)
-                if alloc is not None:
-                    for s, n in alloc:
-                        mine = min(n, int(real.free[s]))
-                        real.take(((s, mine),))
-                        if n > mine:
-                            displaced[s] = displaced.get(s, 0) + n - mine
-                    virt.take(alloc)
-                    placed = True
-                    break
-            if not placed and aged:
+            if fit.place(self.placement.keys(view, spec), self.placement.demand(spec)) is None and aged:
                 break
+        yield from fit.scale_ins()
+
+
+class _Fitter:
+    """Plans placements on the GPUs that are free, or else held by the flexible workers of
+    ``cands`` (which then give way): the free GPUs of a (type, pool) are used first; if they do
+    not hold the demand, best fit over free plus flexible GPUs, and the flexible workers on the
+    GPUs taken are scaled in, from the job with the most flexible GPUs on that server first."""
+
+    def __init__(self, placement: ArylPlacement, view: ClusterView, cands: list[_Cand]) -> None:
+        index = placement.index(view)
+        self.real = FreeMap(index, view.free_gpus().copy())
+        self.virt = FreeMap(index, self.real.free.copy())
+        self.cands = cands
+        self.held: dict[int, dict[int, int]] = {}  # server -> job -> flexible GPUs there
+        for c in cands:
+            self.virt.give(c.flex_ok)
+            for s, n in c.flex_ok:
+                self.held.setdefault(s, {})[c.job] = n
+        self.displaced: dict[int, int] = {}
+
+    def place(self, keys: list[Key], need: int) -> Alloc | None:
+        for key in keys:
+            alloc = self.real.fit(key, need) if self.real.total(key) >= need else None
+            if alloc is None and self.virt.total(key) >= need:
+                alloc = self.virt.fit(key, need)
+            if alloc is not None:
+                for s, n in alloc:
+                    mine = min(n, int(self.real.free[s]))
+                    self.real.take(((s, mine),))
+                    if n > mine:
+                        self.displaced[s] = self.displaced.get(s, 0) + n - mine
+                self.virt.take(alloc)
+                return alloc
+        return None
+
+    def scale_ins(self) -> Iterator[Action]:
         cut: dict[int, dict[int, int]] = {}  # job -> server -> GPUs to give up
-        for s, n in sorted(displaced.items()):
-            for job, has in sorted(held[s].items(), key=lambda jh: (-jh[1], jh[0])):
+        for s, n in sorted(self.displaced.items()):
+            for job, has in sorted(self.held[s].items(), key=lambda jh: (-jh[1], jh[0])):
                 m = min(n, has)
                 cut.setdefault(job, {})[s] = m
                 n -= m
                 if n == 0:
                     break
-        for c in cands:
+        for c in self.cands:
             if c.job in cut:
                 gone = cut[c.job]
-                new = tuple((s, n - gone.get(s, 0)) for s, n in c.state.flex if n > gone.get(s, 0))
-                yield Scale(c.job, new)
+                yield Scale(c.job, tuple((s, n - gone.get(s, 0)) for s, n in c.state.flex if n > gone.get(s, 0)))
 
 
 @dataclass

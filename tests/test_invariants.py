@@ -20,6 +20,7 @@ Three independent checkers:
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import defaultdict
@@ -92,55 +93,74 @@ def capacity_by_type(servers: Sequence[ServerSpec], pools: Sequence[Pool]) -> di
     return cap
 
 
+@functools.lru_cache(maxsize=None)
+def ints(lo: int, hi: int) -> st.SearchStrategy[int]:
+    """Strategies are built once: building them inside a draw dominates generation time."""
+    return st.integers(lo, hi)
+
+
+def choice(*values: Any) -> st.SearchStrategy[Any]:
+    return st.sampled_from(values)
+
+
+BOOL = st.booleans()
+GAP = st.one_of(st.just(0.0), st.integers(1, 3000).map(float), st.floats(0.5, 3000.0))
+DURATION = st.one_of(st.integers(1, 3000).map(float), st.floats(1.0, 3000.0))
+SLACK = st.floats(1.0, 3.0)
+FRACS = st.lists(choice(0.1, 0.25, 0.5, 0.75, 0.9), max_size=2)
+MULT = choice(0.5, 1.0, 1.5, 2.0, 3.0)
+GPUS_PER_SERVER = choice(4, 8)
+SPEED = choice(1.0, 1.0, 1.0, 0.8, 1.25)  # machine speed factors (``cloud``)
+GRACE = choice(0.0, 10.0, 60.0, 300.0)
+MODEL = st.sampled_from(MODELS)
+CLASS = st.sampled_from(JobClass)
+
+
 @st.composite
 def speed_phases(draw: st.DrawFn) -> tuple[tuple[float, float], ...]:
-    k = draw(st.integers(0, 3))
-    if k == 0:
+    if not draw(BOOL):
         return ()
-    fracs = sorted(set(draw(st.lists(st.sampled_from((0.1, 0.25, 0.5, 0.75, 0.9)), min_size=k - 1, max_size=k - 1))))
-    mults = draw(st.lists(st.sampled_from((0.5, 1.0, 1.5, 2.0, 3.0)), min_size=len(fracs) + 1, max_size=len(fracs) + 1))
-    return tuple(zip([0.0, *fracs], mults, strict=True))
+    fracs = sorted(set(draw(FRACS)))
+    return tuple((f, draw(MULT)) for f in (0.0, *fracs))
+
+
+PHASES = speed_phases()
 
 
 @st.composite
 def worlds(draw: st.DrawFn, max_jobs: int = 30) -> World:
-    n_train = draw(st.integers(1, 4))
-    a100 = n_train > 1 and draw(st.booleans())  # then the last training server is an A100 one
-    speed = st.sampled_from((1.0, 1.0, 1.0, 0.8, 1.25))  # machine speed factors (``cloud``)
+    n_train = draw(ints(1, 4))
+    a100 = n_train > 1 and draw(BOOL)  # then the last training server is an A100 one
     servers = [
         ServerSpec(
-            i,
-            A100 if a100 and i == n_train - 1 else V100,
-            draw(st.sampled_from((4, 8))),
-            Pool.TRAINING,
-            i % 2,
-            draw(speed),
+            i, A100 if a100 and i == n_train - 1 else V100, draw(GPUS_PER_SERVER), Pool.TRAINING, i % 2, draw(SPEED)
         )
         for i in range(n_train)
     ]
-    n_inf = draw(st.sampled_from((0, 1, 2, 3, 4, 4)))
-    inf_gpus = draw(st.sampled_from((4, 8)))
+    n_inf = draw(choice(0, 1, 2, 3, 4, 4))
+    inf_gpus = draw(GPUS_PER_SERVER)
     servers += [ServerSpec(n_train + i, T4, inf_gpus, Pool.INFERENCE) for i in range(n_inf)]
     training_cap = capacity_by_type(servers, (Pool.TRAINING,))
     type_sets: list[frozenset[str] | None] = [None, frozenset({V100.name}), frozenset({V100.name, T4.name})]
     if a100:
         type_sets += [frozenset({A100.name}), frozenset({A100.name, V100.name})]
+    types = st.sampled_from(type_sets)
 
     jobs: list[JobSpec] = []
     t = 0.0
-    for i in range(draw(st.integers(1, max_jobs))):
-        t += draw(st.one_of(st.just(0.0), st.integers(1, 3000).map(float), st.floats(0.5, 3000.0)))
-        gpu_types = draw(st.sampled_from(type_sets))
+    for i in range(draw(ints(1, max_jobs))):
+        t += draw(GAP)
+        gpu_types = draw(types)
         # every job fits the training capacity of one type it allows: all jobs are feasible
         fit = max(c for name, c in training_cap.items() if gpu_types is None or name in gpu_types)
-        num = draw(st.integers(1, fit))
+        num = draw(ints(1, fit))
         lo, hi = num, num
-        if draw(st.booleans()):
-            lo, hi = draw(st.integers(1, num)), draw(st.integers(num, 2 * num))
-        duration = draw(st.one_of(st.integers(1, 3000).map(float), st.floats(1.0, 3000.0)))
-        deadline = None if draw(st.booleans()) else t + duration * draw(st.floats(1.0, 3.0))
-        phases = draw(speed_phases())
-        regimes = tuple(sorted({1.0, *(m for _, m in phases)})) if phases and draw(st.booleans()) else ()
+        if draw(BOOL):
+            lo, hi = draw(ints(1, num)), draw(ints(num, 2 * num))
+        duration = draw(DURATION)
+        deadline = None if draw(BOOL) else t + duration * draw(SLACK)
+        phases = draw(PHASES)
+        regimes = tuple(sorted({1.0, *(m for _, m in phases)})) if phases and draw(BOOL) else ()
         jobs.append(
             JobSpec(
                 job_id=i,
@@ -150,13 +170,13 @@ def worlds(draw: st.DrawFn, max_jobs: int = 30) -> World:
                 num_gpus=num,
                 min_gpus=lo,
                 max_gpus=hi,
-                model=draw(st.sampled_from(MODELS)),
+                model=draw(MODEL),
                 gpu_types=gpu_types,
-                job_class=draw(st.sampled_from(JobClass)),
-                priority=draw(st.integers(0, 3)),
+                job_class=draw(CLASS),
+                priority=draw(ints(0, 3)),
                 deadline=deadline,
-                grace_period=draw(st.sampled_from((0.0, 10.0, 60.0, 300.0))),
-                user=f"u{draw(st.integers(0, 2))}",
+                grace_period=draw(GRACE),
+                user=f"u{draw(ints(0, 2))}",
                 speed_phases=phases,
                 speed_regimes=regimes,
             )
@@ -168,28 +188,28 @@ def worlds(draw: st.DrawFn, max_jobs: int = 30) -> World:
             peak_to_trough=draw(st.floats(1.2, 2.2)),
             mean_utilization=draw(st.floats(0.1, 0.6)),
             start_hour=draw(st.floats(0.0, 24.0, exclude_max=True)),
-            step_s=draw(st.sampled_from((60.0, 120.0, 300.0, 900.0))),
-            noise=draw(st.sampled_from((0.0, 0.3, 0.6, 1.0))),
-            headroom=draw(st.sampled_from((0.0, 0.05, 0.25))),
-            notice_s=draw(st.sampled_from((0.0, 30.0, 120.0, 600.0))),
-            never_reclaim=draw(st.integers(0, 9)) == 0,
+            step_s=draw(choice(60.0, 120.0, 300.0, 900.0)),
+            noise=draw(choice(0.0, 0.3, 0.6, 1.0)),
+            headroom=draw(choice(0.0, 0.05, 0.25)),
+            notice_s=draw(choice(0.0, 30.0, 120.0, 600.0)),
+            never_reclaim=draw(ints(0, 9)) == 0,
         )
-    mtbf = draw(st.sampled_from((0.0, 0.0, 0.5, 2.0)))
-    horizon = draw(st.sampled_from((HORIZON_CAP, HORIZON_CAP, 3000.0, 20000.0, 60000.0)))
+    mtbf = draw(choice(0.0, 0.0, 0.5, 2.0))
+    horizon = draw(choice(HORIZON_CAP, HORIZON_CAP, 3000.0, 20000.0, 60000.0))
     if mtbf and horizon == HORIZON_CAP:
         horizon = 100000.0  # with failures a job may never finish: always a finite horizon
     config = SimConfig(
-        restart_base_s=draw(st.sampled_from((0.0, 5.0, 30.0))),
-        restart_per_gpu_s=draw(st.sampled_from((0.0, 1.0))),
-        checkpoint_interval_s=draw(st.sampled_from((0.0, 100.0, 1800.0))),
+        restart_base_s=draw(choice(0.0, 5.0, 30.0)),
+        restart_per_gpu_s=draw(choice(0.0, 1.0)),
+        checkpoint_interval_s=draw(choice(0.0, 100.0, 1800.0)),
         mtbf_h=mtbf,
-        repair_h=draw(st.sampled_from((0.05, 0.5))),
+        repair_h=draw(choice(0.05, 0.5)),
         horizon_s=horizon,
-        sample_s=draw(st.sampled_from((0.0, 300.0))),
-        fluctuation=draw(st.sampled_from((0.0, 0.0, 0.2))),
-        contention=draw(st.sampled_from((0.0, 0.0, 0.1, 0.5))),
+        sample_s=draw(choice(0.0, 300.0)),
+        fluctuation=draw(choice(0.0, 0.0, 0.2)),
+        contention=draw(choice(0.0, 0.0, 0.1, 0.5)),
     )
-    return World(tuple(servers), tuple(jobs), inference, config, draw(st.integers(0, 2**16)))
+    return World(tuple(servers), tuple(jobs), inference, config, draw(ints(0, 2**16)))
 
 
 def make_policy(name: str, world: World) -> Any:

@@ -84,7 +84,7 @@ class LearningCurve:
         if g <= 0.0:
             return math.inf
         f = self.f0 * (g ** (-1.0 / self.k) - 1.0)
-        return f if f <= 1.0 else math.inf
+        return min(f, 1.0) if f <= 1.0 + 1e-9 else math.inf  # the tolerance absorbs rounding at f = 1
 
     def iteration(self, f: float) -> int:
         """The current iteration ``I`` (1-based) at work fraction ``f``: ``floor(f N) + 1``, at

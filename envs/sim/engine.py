@@ -778,9 +778,13 @@ class Engine:
 
     def _crowd(self, j: _Job) -> float:
         hosted = self.cluster.hosted
-        others = {k for s, _ in (*j.base, *j.flex) for k in hosted[s]}
-        others.discard(j.idx)
-        return 1.0 / (1.0 + self.config.contention * len(others))
+        if len(j.base) == 1 and not j.flex:  # the common case: one server
+            k = len(hosted[j.base[0][0]]) - 1
+        else:
+            others = {k for s, _ in (*j.base, *j.flex) for k in hosted[s]}
+            others.discard(j.idx)
+            k = len(others)
+        return 1.0 / (1.0 + self.config.contention * k)
 
     def _recrowd(self, j: _Job, servers: Alloc = ()) -> None:
         """Re-rate the jobs sharing a server with ``j`` (or with ``servers``) after ``j`` moved."""

@@ -179,11 +179,10 @@ def add_features(jobs: Sequence[JobSpec], cfg: MlFeatures, rng: np.random.Genera
     (``rng.gamma``) and, for a tree, its parents (``rng.random``).
     """
     n = len(jobs)
-    u = rng.random((_NUM_DRAWS, n))
+    columns = rng.random((_NUM_DRAWS, n)).T.tolist()
     ucdf = np.cumsum(cfg.urgency_weights)
     out: list[JobSpec] = []
-    for i, j in enumerate(jobs):
-        ui = u[:, i]
+    for j, ui in zip(jobs, columns, strict=True):
         mp = j.num_gpus >= 2 and ui[_MP] < cfg.model_parallel_fraction
         tasks: tuple[ModelTask, ...] = ()
         if mp:
