@@ -363,7 +363,8 @@ def save_task(out: Path, r: TaskResult) -> Path:
 
 
 def load_task(out: Path, task: Task) -> TaskResult | None:
-    """The saved result of ``task``, or None if there is none (or it is unreadable or stale)."""
+    """The saved result of ``task``, or None if there is none, or it is unreadable or stale (another
+    file version or task key, or metrics other than today's :data:`METRICS`)."""
     path = task_path(out, task)
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
@@ -372,6 +373,8 @@ def load_task(out: Path, task: Task) -> TaskResult | None:
     if not isinstance(doc, dict) or doc.get("version") != TASK_FILE_VERSION or doc.get("key") != task.key():
         return None
     row = doc["task"]
+    if list(row.get("metrics", {})) != list(METRICS):
+        return None
     return TaskResult(task, row["metrics"], tuple(row.get("notes", ())), doc["jobs"], doc["series"])
 
 

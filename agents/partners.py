@@ -18,7 +18,6 @@ from envs.core import Core, CoreConfig
 from envs.obs import Encoder
 from envs.sim.policy import ClusterView
 
-
 Predictor = Any
 """A trained policy: anything with SB3's ``predict(obs, deterministic=..., action_masks=...)``."""
 
@@ -79,15 +78,16 @@ class AgentOrdering:
             yield visible[a]
 
 
-def run_episode(
+def play_episode(
     config: CoreConfig,
     seed: int,
     ordering: Predictor | str,
     placement: Predictor | None = None,
     slots: int = 32,
-) -> dict[str, Any]:
+) -> Core:
     """One episode with the ordering seat taken by a policy (or heuristic ``ordering`` by name)
-    and the placement seat by a policy (or the config's placement heuristic); its metrics."""
+    and the placement seat by a policy (or the config's placement heuristic); the finished core
+    (its ``result`` and ``metrics``)."""
     core = Core(config)
     core.reset(seed)
     enc = Encoder(core, slots)
@@ -114,5 +114,17 @@ def run_episode(
             placer(core)
         else:
             core.start(job)
-    assert core.metrics is not None
-    return core.metrics
+    return core
+
+
+def run_episode(
+    config: CoreConfig,
+    seed: int,
+    ordering: Predictor | str,
+    placement: Predictor | None = None,
+    slots: int = 32,
+) -> dict[str, Any]:
+    """The metrics of :func:`play_episode`."""
+    metrics = play_episode(config, seed, ordering, placement, slots).metrics
+    assert metrics is not None
+    return metrics

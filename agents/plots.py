@@ -99,11 +99,15 @@ def jct_cdf(curves: Mapping[str, Sequence[float]], title: str = "") -> Figure:
 
 def timeline(series: Mapping[str, Mapping[str, Sequence[float]]], title: str = "") -> Figure:
     """Four panels over time (hours): jobs waiting, training-pool busy GPUs, loaned busy GPUs
-    (with the inference demand), servers on loan; one line per policy."""
+    (with the inference demand), servers on loan; one line per policy. A policy whose run kept
+    no time series is named in the legend as such."""
     fig, axes = plt.subplots(4, 1, figsize=(9, 9), sharex=True)
     colors = _colors(list(series))
     first = True
     for name, s in series.items():
+        if not len(s.get("time", ())):
+            axes[0].plot([], [], color=colors[name], label=f"{name}: no time series recorded", lw=1)
+            continue
         t = np.asarray(s["time"], dtype=float) / 3600.0
         c = colors[name]
         axes[0].plot(t, s["queue"], color=c, label=name, lw=1)
@@ -121,7 +125,7 @@ def timeline(series: Mapping[str, Mapping[str, Sequence[float]]], title: str = "
     axes[3].set_xlabel("time (hours)")
     for ax in axes:
         ax.grid(True, alpha=0.3)
-    axes[0].legend(loc="upper right", fontsize=8)
+    axes[0].legend(loc="best", fontsize=8)
     if not first:
         axes[2].legend(loc="upper right", fontsize=8)
     axes[0].set_title(title or "timeline")

@@ -180,39 +180,6 @@ def load_models(agent: AgentSpec, models: Models | None) -> tuple[Any, Any]:
     return _LOADED[agent.digest]
 
 
-def play(config: Any, seed: int, ordering: Any, placement: Any | None, slots: int) -> Any:
-    """The episode of :func:`agents.partners.run_episode` (same loop, same decisions); returns the
-    finished :class:`envs.core.Core` so that its SimResult is at hand (tests check the metrics
-    equal run_episode's)."""
-    from agents.partners import AgentPlacer
-    from envs.core import Core
-    from envs.obs import Encoder
-
-    core = Core(config)
-    core.reset(seed)
-    enc = Encoder(core, slots)
-    enc.reset()
-    placer = AgentPlacer(placement) if placement is not None else None
-    while not core.done:
-        visible = core.pending()[:slots]
-        fits = [core.can_start(j) is not None for j in visible]
-        job: int | None = None
-        if any(fits):
-            mask = np.zeros(slots + 1, dtype=bool)
-            mask[: len(fits)] = fits
-            mask[slots] = True
-            action, _ = ordering.predict(enc.ordering(visible, fits), deterministic=True, action_masks=mask)
-            job = visible[int(action)] if int(action) < slots else None
-        if job is None:
-            core.advance()
-        elif placer is not None:
-            core.begin_placement(job)
-            placer(core)
-        else:
-            core.start(job)
-    return core
-
-
 def file_digest(path: Path) -> str:
     h = hashlib.sha1()
     with path.open("rb") as f:
@@ -227,6 +194,7 @@ def episode(
     """One episode of ``agent`` on the scenario (with overrides) for ``seed``, and its notes: if
     the cluster has another number of servers than the placement agent was trained for, the run's
     placement heuristic places instead (ours)."""
+    from agents.partners import play_episode
     from envs.core import CoreConfig
     from envs.sim import scenarios
     from envs.sim.scenarios.base import servers_of
@@ -240,7 +208,7 @@ def episode(
             f"placement by heuristic '{agent.placement}': the scenario has {servers} servers, "
             f"the placement agent was trained for {agent.num_servers}"
         )
-    config = CoreConfig.from_kwargs(**agent.core_kwargs(scenario, overrides))
-    result = play(config, seed, ordering, placement, agent.max_jobs).result
+    config = CoreConfig.from_kwargs(**agent.core_kwargs(scenario, overrides), series=True)
+    result = play_episode(config, seed, ordering, placement, agent.max_jobs).result
     assert result is not None
     return result, notes

@@ -20,11 +20,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import gymnasium as gym  # noqa: E402
-import numpy as np  # noqa: E402
+import gymnasium as gym
+import numpy as np
 
-import envs  # noqa: E402, F401
-from envs.dual import DualEnv  # noqa: E402
+import envs  # noqa: F401
+from envs.dual import DualEnv
 
 TARGET = 10_000.0
 

@@ -61,6 +61,7 @@ class CoreConfig:
     reclaim: str = "aryl"
     preemption: str | None = "aryl"
     reward: str = "jct"
+    series: bool = False  # keep the scenario's time series (evaluation plots them; training does not need them)
 
     @staticmethod
     def from_kwargs(**kw: Any) -> CoreConfig:
@@ -125,7 +126,7 @@ class Core:
             self.scheduler,
             scenarios.shared_throughput(),
             built.demand,
-            dataclasses.replace(self.scenario.sim, sample_s=0.0),  # no time series: metrics do not use them
+            self.scenario.sim if c.series else dataclasses.replace(self.scenario.sim, sample_s=0.0),
             built.failure_rng,
         )
         self.view = self.engine.view

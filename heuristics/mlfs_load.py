@@ -38,8 +38,10 @@ server to be otherwise idle on it, so every job can run on an empty server.
    to the *ideal virtual task*, whose demand equals the server's excess over ``h`` (ours: moving
    it would bring the server exactly to the threshold). A task is a job's part on that server
    (its priority is the job's); it moves whole to the server closest to the ideal virtual
-   host among those that stay strictly at or below ``h`` with it (no liveness exemption), not
-   already used by the job. The job restarts (``Migrate``: restart overhead, no work lost).
+   host among those that stay at or below ``h`` with it (here without the liveness exemption,
+   so a job that alone exceeds ``h`` is never moved around), not already used by the job. The
+   job restarts (``Migrate``: restart overhead, no work lost). A job moved is not moved again
+   for ``migration_cooldown_s``.
 """
 
 from __future__ import annotations

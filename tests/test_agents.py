@@ -184,7 +184,7 @@ def test_ctrl_c_saves_a_checkpoint_and_resume_continues_the_step_count(tmp_path)
         time.sleep(0.5)
     time.sleep(8)  # into the training proper
     proc.send_signal(signal.SIGINT)
-    stdout, stderr = proc.communicate(timeout=300)
+    _stdout, stderr = proc.communicate(timeout=300)
     assert proc.returncode == 130, stderr[-2000:]
     (run,) = list(out.iterdir())
     before = json.loads((run / "state.json").read_text())

@@ -296,3 +296,36 @@ def test_age_bound_stops_backfill_past_an_old_job():
     assert aged.first_start[3] == 6600.0  # held behind j1
     plain = run(srv, jobs, make("aryl", {"age_bound_s": "1e9"}))
     assert plain.first_start[1] == 1000 + 500 * 5 + 600  # after the last small job
+
+
+class Fixed:
+    """Reclaim component that always gives back the given servers."""
+
+    def __init__(self, *servers: int) -> None:
+        self.servers = list(servers)
+
+    def reclaim(self, view, k):
+        return self.servers[:k]
+
+
+@pytest.mark.parametrize("rescue", [True, False])
+def test_a_job_whose_base_is_reclaimed_is_rebased_on_its_other_workers(tmp_path, rescue):
+    # j0 runs its base on server 1 and 6 flexible GPUs on server 2; server 1 is reclaimed.
+    # With rescue, j0 moves its base onto the 6 GPUs it keeps (one restart, no preemption);
+    # without, the engine preempts it at the deadline.
+    demand = loaning(tmp_path, [(0, 0.0), (600, 0.5), (100_000, 0.5)])
+    p = make("aryl", {"rescue": str(rescue).lower()})
+    p.reclaimer = Fixed(1)
+    r = run(loan_cluster(), [job(0, 0, 1000, 4, lo=2, hi=8)], p, demand)
+    if rescue:
+        assert events(r, "reclaim", "migrate", "preempt", "returned") == [
+            (600.0, "reclaim", 1, "deadline 720"),
+            (600.0, "migrate", 0, "s2x6"),
+            (720.0, "returned", 1, ""),
+        ]
+        # 400 of 1000 done on 8 T4s by 600, then 6 T4s: 600 / (6 / 4 / 3) s more
+        assert r.finish[0] == pytest.approx(1800.0)
+        assert r.preemptions_reclaim[0] == 0
+    else:
+        assert events(r, "preempt")[0] == (720.0, "preempt", 0, "lost 0 reclaim")
+        assert r.preemptions_reclaim[0] == 1

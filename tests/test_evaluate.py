@@ -171,11 +171,16 @@ def test_a_sweep_missing_some_task_files_resumes_to_the_complete_set(local: Path
     gone, kept = files[:2], files[2:]
     for f in gone:
         f.unlink()
+    stale = kept.pop()  # a file from before a metric was added is run again
+    doc = json.loads(stale.read_text(encoding="utf-8"))
+    doc["task"]["metrics"].pop("fee")
+    stale.write_text(json.dumps(doc), encoding="utf-8")
     (out / "results.json").unlink()
     stamps = {f: f.stat().st_mtime_ns for f in kept}
     assert evaluate.main(sweep_args(run_dir, out, "--workers", "1")) == 0
     assert sorted((out / "tasks").iterdir()) == files
     assert {f: f.stat().st_mtime_ns for f in kept} == stamps  # reused, not rerun
+    assert "fee" in json.loads(stale.read_text(encoding="utf-8"))["task"]["metrics"]
     assert comparable(results(out)) == comparable(results(local))
     # a later command over fewer seeds reports exactly its own tasks
     assert evaluate.main(["--policies", "fifo", "--seeds", "1", *SMALL, "--out", str(out)]) == 0
@@ -264,8 +269,9 @@ def test_plots_draw_the_data_they_claim():
     assert [p.get_height() for p in fig.axes[0].patches] == [1.0, 2.0, 3.0, 4.0]
     s = {"time": [0.0, 3600.0], "queue": [3, 1], "busy_training": [8, 4], "capacity_training": [16, 16]}
     s |= {"busy_loaned": [0, 4], "inference_gpus": [10, 12], "loaned_servers": [0, 1]}
-    fig = plots.timeline({"a": s})
+    fig = plots.timeline({"a": s, "b": {k: [] for k in s}})
     assert list(fig.axes[3].lines[0].get_ydata()) == [0, 1] and list(fig.axes[0].lines[0].get_xdata()) == [0.0, 1.0]
+    assert fig.axes[0].lines[1].get_label() == "b: no time series recorded"
 
 
 # ---------------------------------------------------------------------------------------------- user errors
