@@ -95,6 +95,11 @@ class Scenario:
     sim: SimConfig = field(default_factory=SimConfig)
     version: int = 1
 
+    def make_jobs(self, jobs: list[JobSpec], rng: np.random.Generator) -> list[JobSpec]:
+        """Scenario-specific job attributes (learning curves, batch-size schedules, ...): a
+        subclass adds them here, drawing from ``rng`` (its own stream). The default adds none."""
+        return jobs
+
 
 @dataclass
 class Built:
@@ -172,8 +177,8 @@ def mean_gpu_seconds(w: SyntheticWorkload) -> float:
 
 def build(s: Scenario, seed: int) -> Built:
     """Draw the scenario's jobs and inference noise for ``seed`` (independent streams)."""
-    streams = [np.random.default_rng(x) for x in np.random.SeedSequence(seed).spawn(6)]
-    wl_rng, attr_rng, inf_rng, fail_rng, pol_rng, machine_rng = streams
+    streams = [np.random.default_rng(x) for x in np.random.SeedSequence(seed).spawn(7)]
+    wl_rng, attr_rng, inf_rng, fail_rng, pol_rng, machine_rng, jobs_rng = streams
     servers = servers_of(s.cluster, machine_rng)
     w = s.workload
     training_gpus = sum(x.num_gpus for x in servers if x.pool == Pool.TRAINING)
@@ -196,7 +201,7 @@ def build(s: Scenario, seed: int) -> Built:
     rows = [dataclasses.replace(r, submit_time=r.submit_time - t0) for r in rows]
     if t0 and any(r.deadline is not None for r in rows):
         rows = [dataclasses.replace(r, deadline=r.deadline - t0) if r.deadline is not None else r for r in rows]
-    jobs = build_jobs(rows, w.attributes, attr_rng, max_gpus_per_job=largest)
+    jobs = s.make_jobs(build_jobs(rows, w.attributes, attr_rng, max_gpus_per_job=largest), jobs_rng)
     demand = DemandCurve(s.inference, s.cluster.inference_servers, inf_rng) if s.cluster.inference_servers else None
     return Built(s, seed, servers, jobs, demand, fail_rng, pol_rng)
 
