@@ -65,14 +65,10 @@ class AgentOrdering:
         if self.encoder.episode is not self.core.engine:
             self.encoder.reset()
         while True:
-            visible = self.core.pending()[: self.slots]
-            fits = [self.core.can_start(j) is not None for j in visible]
+            visible, fits = self.core.choices(self.slots)
             if not any(fits):
                 return
-            mask = np.zeros(self.slots + 1, dtype=bool)
-            mask[: len(fits)] = fits
-            mask[self.slots] = True
-            a = _act(self.model, self.encoder.ordering(visible, fits), mask)
+            a = _act(self.model, self.encoder.ordering(visible, fits), self.core.ordering_mask(fits, self.slots))
             if a == self.slots:
                 return
             yield visible[a]
@@ -94,19 +90,16 @@ def play_episode(
     enc.reset()
     placer = AgentPlacer(placement) if placement is not None else None
     heuristic = core.heuristic(ordering).ordering if isinstance(ordering, str) else None
-    while not core.done:
-        visible = core.pending()[:slots]
-        fits = [core.can_start(j) is not None for j in visible]
-        job: int | None = None
-        if any(fits):
-            if heuristic is not None:
-                job = core.expert_job(heuristic, visible)
-            else:
-                mask = np.zeros(slots + 1, dtype=bool)
-                mask[: len(fits)] = fits
-                mask[slots] = True
-                a = _act(ordering, enc.ordering(visible, fits), mask)  # type: ignore[arg-type]
-                job = visible[a] if a < slots else None
+    while True:
+        visible, fits = core.next_choice(slots)
+        if core.done:
+            break
+        job: int | None
+        if heuristic is not None:
+            job = core.expert_job(heuristic, visible)
+        else:
+            a = _act(ordering, enc.ordering(visible, fits), core.ordering_mask(fits, slots))
+            job = visible[a] if a < slots else None
         if job is None:
             core.advance()
         elif placer is not None:

@@ -197,6 +197,29 @@ class Core:
     def pending(self) -> list[int]:
         return list(self.view.pending)
 
+    def choices(self, slots: int) -> tuple[list[int], list[bool]]:
+        """The ``slots`` longest-waiting jobs (queue order) and whether each can start now."""
+        visible = self.pending()[:slots]
+        return visible, [self.can_start(j) is not None for j in visible]
+
+    def next_choice(self, slots: int) -> tuple[list[int], list[bool]]:
+        """:meth:`choices`, after advancing past decision points where no visible job can start
+        (their components still act); empty lists once the episode is over."""
+        while not self.done:
+            visible, fits = self.choices(slots)
+            if any(fits):
+                return visible, fits
+            self.advance()
+        return [], []
+
+    @staticmethod
+    def ordering_mask(fits: list[bool], slots: int) -> np.ndarray:
+        """Valid ordering actions: the slots of jobs that can start, and "advance" (index ``slots``)."""
+        mask = np.zeros(slots + 1, dtype=bool)
+        mask[: len(fits)] = fits
+        mask[slots] = True
+        return mask
+
     # ------------------------------------------------------------------ worker-by-worker placement
     def begin_placement(self, job: int) -> None:
         """Start placing ``job`` server by server (the size of its gang and its start are what

@@ -9,9 +9,9 @@ import numpy as np
 from pettingzoo import AECEnv
 from pettingzoo.utils import AgentSelector
 
+from envs.base import InvalidAction
 from envs.core import Core, CoreConfig
 from envs.obs import CLUSTER_FEATURES, JOB_FEATURES, SERVER_FEATURES, Encoder
-from envs.ordering import InvalidAction
 from envs.sim.scenarios.base import servers_of
 
 ORDERING, PLACEMENT = "ordering", "placement"
@@ -148,20 +148,12 @@ class DualEnv(AECEnv):
 
     # ------------------------------------------------------------------ internals
     def _to_ordering_choice(self) -> None:
-        while not self.core.done:
-            self._visible = self.core.pending()[: self.slots]
-            self._fits = [self.core.can_start(j) is not None for j in self._visible]
-            if any(self._fits):
-                return
-            self.core.advance()
-        self._visible, self._fits = [], []
-        self.agent_selection = ORDERING
+        self._visible, self._fits = self.core.next_choice(self.slots)
+        if self.core.done:
+            self.agent_selection = ORDERING
 
     def _ordering_mask(self) -> np.ndarray:
-        mask = np.zeros(self.slots + 1, dtype=bool)
-        mask[: len(self._fits)] = self._fits
-        mask[self.slots] = True
-        return mask
+        return self.core.ordering_mask(self._fits, self.slots)
 
     def _placement_mask(self) -> np.ndarray:
         return self.core.placement_mask()

@@ -4,20 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from envs.core import Core, CoreConfig
-from envs.obs import CLUSTER_FEATURES, JOB_FEATURES, OBS_VERSION, Encoder
+from envs.base import CoreEnv
+from envs.obs import CLUSTER_FEATURES, JOB_FEATURES
 from envs.spaces import MaskedDiscrete
 
 
-class InvalidAction(ValueError):
-    """An action the mask forbids."""
-
-
-class OrderingEnv(gym.Env[np.ndarray, np.int64]):
+class OrderingEnv(CoreEnv):
     """
     ## Description
     A training cluster borrows idle servers from an inference cluster (loangym's simulator,
@@ -94,44 +89,21 @@ class OrderingEnv(gym.Env[np.ndarray, np.int64]):
     * v0: initial version (observation layout 2: 16 job features).
     """
 
-    metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012
-
     def __init__(self, max_jobs: int = 32, placer: Any = None, **kwargs: Any) -> None:
-        self.config = CoreConfig.from_kwargs(**kwargs)
+        super().__init__(max_jobs, **kwargs)
         self.placer = placer  # a frozen placement agent: placer(core) places core.placing
-        self.core = Core(self.config)
         self.slots = max_jobs
-        self.encoder = Encoder(self.core, max_jobs)
         self.action_space = MaskedDiscrete(max_jobs + 1, self.action_masks)
-        size = max_jobs * len(JOB_FEATURES) + len(CLUSTER_FEATURES)
-        self._obs_size = size
-        self.observation_space = spaces.Box(-1.0, 1.0, (size,), np.float32)
-        self.obs_version = OBS_VERSION
+        self._obs_size = max_jobs * len(JOB_FEATURES) + len(CLUSTER_FEATURES)
+        self.observation_space = spaces.Box(-1.0, 1.0, (self._obs_size,), np.float32)
         self._visible: list[int] = []
+        self._fits: list[bool] = []
         self._mask = np.zeros(max_jobs + 1, dtype=bool)
 
-    # ------------------------------------------------------------------ gymnasium API
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
-        super().reset(seed=seed)
-        if options and "scenario_seed" in options:
-            scenario_seed = int(options["scenario_seed"])
-        else:
-            lo, hi = self.config.seeds
-            scenario_seed = int(self.np_random.integers(lo, hi))
-        self.core.reset(scenario_seed)
-        self.encoder.reset()
-        self._skip_empty_decisions()
-        return self._get_obs(), self._get_info()
+    def _begin(self) -> None:
+        self._to_choice()
 
-    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
-        a = int(action)
-        if self.core.done:
-            raise RuntimeError("the episode has ended: call reset()")
-        if not 0 <= a <= self.slots or not self._mask[a]:
-            raise InvalidAction(
-                f"action {a} is not allowed now: valid actions are {np.flatnonzero(self._mask).tolist()} "
-                f"(slots of jobs that fit, and {self.slots} = advance)"
-            )
+    def _act(self, a: int) -> None:
         if a == self.slots:
             self.core.advance()
         elif self.placer is not None:
@@ -139,44 +111,20 @@ class OrderingEnv(gym.Env[np.ndarray, np.int64]):
             self.placer(self.core)
         else:
             self.core.start(self._visible[a])
-        self._skip_empty_decisions()
-        reward = self.core.reward()
-        terminated = self.core.done and not self.core.truncated
-        truncated = self.core.done and self.core.truncated
-        return self._get_obs(), reward, terminated, truncated, self._get_info()
+        self._to_choice()
 
-    def action_masks(self) -> np.ndarray:
-        return self._mask.copy()
-
-    # ------------------------------------------------------------------ internals
-    def _refresh(self) -> None:
-        self._visible = self.core.pending()[: self.slots]
-        self._fits = [self.core.can_start(j) is not None for j in self._visible]
-        self._mask[:] = False
-        self._mask[: len(self._visible)] = self._fits
-        self._mask[self.slots] = True
-
-    def _skip_empty_decisions(self) -> None:
+    def _to_choice(self) -> None:
         """Advance past decision points where only "advance" is possible."""
-        while not self.core.done:
-            self._refresh()
-            if any(self._fits):
-                return
-            self.core.advance()
-        self._visible, self._fits = [], []
-        self._mask[:] = False
-        self._mask[self.slots] = True
+        self._visible, self._fits = self.core.next_choice(self.slots)
+        self._mask = self.core.ordering_mask(self._fits, self.slots)
 
-    def _get_obs(self) -> np.ndarray:
-        if self.core.done:
-            return np.zeros(self._obs_size, dtype=np.float32)
+    def _observe(self) -> np.ndarray:
         return self.encoder.ordering(self._visible, self._fits)
 
-    def _get_info(self) -> dict[str, Any]:
-        info: dict[str, Any] = {"action_mask": self._mask.copy(), "scenario_seed": self.core.seed}
-        if self.core.done:
-            info["metrics"] = self.core.metrics
-        return info
+    def _valid_text(self) -> str:
+        return (
+            f"valid actions are {np.flatnonzero(self._mask).tolist()} (slots of jobs that fit, {self.slots} = advance)"
+        )
 
     # ------------------------------------------------------------------ experts
     def expert_action(self, policy: str) -> int:

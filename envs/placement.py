@@ -5,19 +5,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from envs.core import Core, CoreConfig
-from envs.obs import CLUSTER_FEATURES, JOB_FEATURES, OBS_VERSION, SERVER_FEATURES, Encoder
-from envs.ordering import InvalidAction
+from envs.base import CoreEnv
+from envs.obs import CLUSTER_FEATURES, JOB_FEATURES, SERVER_FEATURES
 from envs.sim.policy import Ordering
 from envs.sim.scenarios.base import servers_of
 from envs.spaces import MaskedDiscrete
 
 
-class PlacementEnv(gym.Env[np.ndarray, np.int64]):
+class PlacementEnv(CoreEnv):
     """
     ## Description
     The same simulator as the ordering env, the other seat: an ordering component (a heuristic
@@ -75,65 +73,36 @@ class PlacementEnv(gym.Env[np.ndarray, np.int64]):
     * v0: initial version (observation layout 2: 16 job features).
     """
 
-    metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012
-
     def __init__(self, ordering: str | Ordering = "aryl", **kwargs: Any) -> None:
-        self.config = CoreConfig.from_kwargs(**kwargs)
-        self.core = Core(self.config)
+        super().__init__(1, **kwargs)
         self.ordering_spec = ordering
-        self.encoder = Encoder(self.core, slots=1)
         servers = len(servers_of(self.config.scenario_obj().cluster))
         self.num_servers = servers
         self.action_space = MaskedDiscrete(servers, self.action_masks)
-        size = servers * len(SERVER_FEATURES) + len(JOB_FEATURES) + 1 + len(CLUSTER_FEATURES)
-        self._obs_size = size
-        self.observation_space = spaces.Box(-1.0, 1.0, (size,), np.float32)
-        self.obs_version = OBS_VERSION
+        self._obs_size = servers * len(SERVER_FEATURES) + len(JOB_FEATURES) + 1 + len(CLUSTER_FEATURES)
+        self.observation_space = spaces.Box(-1.0, 1.0, (self._obs_size,), np.float32)
         self._mask = np.zeros(servers, dtype=bool)
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
-        super().reset(seed=seed)
-        if options and "scenario_seed" in options:
-            scenario_seed = int(options["scenario_seed"])
-        else:
-            lo, hi = self.config.seeds
-            scenario_seed = int(self.np_random.integers(lo, hi))
-        self.core.reset(scenario_seed)
+    def _begin(self) -> None:
         spec = self.ordering_spec
         self.ordering = self.core.heuristic(spec).ordering if isinstance(spec, str) else spec
-        self.encoder.reset()
         self._rank: Iterator[int] = iter(self.ordering.rank(self.core.view))
         self._placing = False
         self._to_choice()
-        return self._get_obs(), self._get_info()
 
-    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
-        a = int(action)
-        if self.core.done:
-            raise RuntimeError("the episode has ended: call reset()")
-        if not 0 <= a < self.num_servers or not self._mask[a]:
-            raise InvalidAction(
-                f"action {a} is not allowed now: valid servers are {np.flatnonzero(self._mask).tolist()}"
-            )
-        self._place(a)
-        reward = self.core.reward()
-        terminated = self.core.done and not self.core.truncated
-        truncated = self.core.done and self.core.truncated
-        return self._get_obs(), reward, terminated, truncated, self._get_info()
+    def _act(self, server: int) -> None:
+        if self.core.place_on(server):
+            self._placing = False
+        self._to_choice()
 
-    def action_masks(self) -> np.ndarray:
-        return self._mask.copy()
+    def _observe(self) -> np.ndarray:
+        return self.encoder.placement(self.core.placing, self.core.left, self.core.chosen, self._mask)
 
     def expert_action(self) -> int:
         """The server the placement heuristic would use next for this job."""
         return self.core.expert_server()
 
     # ------------------------------------------------------------------ internals
-    def _place(self, server: int) -> None:
-        if self.core.place_on(server):
-            self._placing = False
-        self._to_choice()
-
     def _to_choice(self) -> None:
         """Run to the next real choice: pick the next job if none is being placed, take forced
         moves (a single valid server), advance time when no job can start."""
@@ -161,14 +130,3 @@ class PlacementEnv(gym.Env[np.ndarray, np.int64]):
             if self.ordering.blocking:
                 return False
         return False
-
-    def _get_obs(self) -> np.ndarray:
-        if self.core.done:
-            return np.zeros(self._obs_size, dtype=np.float32)
-        return self.encoder.placement(self.core.placing, self.core.left, self.core.chosen, self._mask)
-
-    def _get_info(self) -> dict[str, Any]:
-        info: dict[str, Any] = {"action_mask": self._mask.copy(), "scenario_seed": self.core.seed}
-        if self.core.done:
-            info["metrics"] = self.core.metrics
-        return info

@@ -6,14 +6,18 @@ base demands) is scheduled "first with all available resources" (Aryl section 5.
 flexible demand gets what is left. Two components implement that around phase 1's starts:
 
 :class:`ArylRoom` (the ``Preemption`` slot of :class:`~envs.sim.policy.ComposedScheduler`, which
-acts before the starts; ours): plans phase 1 on a virtual map where every flexible worker on a
-placeable server is lifted off, in phase 1's own order (:class:`~heuristics.aryl.ArylOrdering`)
-and pool preferences. A job that fits the GPUs that are really free takes those; one that fits
-its pool only with flexible GPUs takes them, and those flexible workers are scaled in now (from
-the job with the most flexible GPUs on that server first), so the starts that follow put it in
-its preferred pool instead of a less preferred one (a T4 on loan rather than a V100 held by
-flexible workers). An aged job that does not fit even so stops the plan (no room for the jobs
-behind it).
+acts before the starts; ours) does two things. First, an elastic job whose base workers sit on a
+server being reclaimed is re-based onto the workers it keeps elsewhere (a ``Migrate``: one
+restart, no work lost) instead of being preempted at the deadline: Aryl's "scaling-in ... reduces
+the need of completely preempting the jobs" (section 2). Second, it plans phase 1 on a virtual
+map where every flexible worker on a placeable server is lifted off, in phase 1's own order
+(:class:`~heuristics.aryl.ArylOrdering`) and pool preferences. A job that fits the GPUs that are
+really free takes those; one that fits its pool only with flexible GPUs takes them, and those
+flexible workers are scaled in now (from the job with the most flexible GPUs on that server
+first), so the starts that follow put it in its preferred pool instead of a less preferred one
+(a T4 on loan rather than a V100 held by flexible workers). An aged job that does not fit even
+so stops the plan (no room for the jobs behind it). A re-based job short of its base demand
+takes free GPUs, or else flexible ones, the same way.
 
 :class:`ArylScaling` (the ``Scaling`` slot, after the starts) re-plans the flexible workers of
 every running elastic job on a virtual free map with all of them lifted off:
@@ -122,13 +126,16 @@ class ArylRoom:
        preempted at the deadline, even if its other workers cover its minimum. Aryl scales such
        jobs in instead ("the scaling-in operation reduces the need of completely preempting the
        jobs", section 2): at once, the job is re-based (``Migrate``, one restart, no work lost)
-       onto the workers it keeps elsewhere, topped up from free GPUs of its type if they fall
-       short of its base demand; whole servers become base, the rest flexible. If even that is
-       short, the engine preempts it at the deadline.
+       onto the workers it keeps elsewhere, topped up from free (or else other jobs' flexible)
+       GPUs of its type if they fall short of its base demand; its largest holdings become the
+       base (whole servers, so base and flexible workers stay on separate servers), the rest
+       flexible. If even that is short, the engine preempts it at the deadline.
     2. ``make_room``: scale in the flexible workers that phase 1 needs.
 
     :param placement: phase 1's placement (demands, pool preferences).
     :param ordering: phase 1's ordering (which pending jobs, in which order).
+    :param make_room: do step 2.
+    :param rescue: do step 1.
     """
 
     placement: ArylPlacement

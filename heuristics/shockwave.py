@@ -36,7 +36,16 @@ import numpy as np
 from envs.sim.policy import Action, ClusterView, FewestJobsReclaim, JobStatus
 from heuristics.registry import register
 from heuristics.shockwave_estimate import RegimeObserver
-from heuristics.shockwave_plan import LOG_POINTS, Plan, PlanInput, SolverLimits, arrange, solve
+from heuristics.shockwave_plan import (
+    LOG_POINTS,
+    Plan,
+    PlanInput,
+    SolverLimits,
+    chord_lines,
+    next_round,
+    solve,
+    tangent_lines,
+)
 from heuristics.shockwave_rounds import capacity, round_actions
 
 logger = logging.getLogger(__name__)
@@ -61,7 +70,9 @@ class ShockwaveConfig:
         MOSEK); a plan it cuts short is not reproducible (logged).
     :param node_limit: HiGHS branch-and-bound nodes per call: the deterministic budget (ours).
     :param mip_rel_gap: relative optimality gap (Shockwave: 1e-3).
-    :param log_points: tangent points of the log approximation.
+    :param log_approx: ``tangent`` (cuts touching log at ``log_points``, above it) or ``chord``
+        (Shockwave's interpolation between ``log_points``, below it, log(0) read as log(1e-6)).
+    :param log_points: tangent points in (0, 1], or the breakpoints of the chords in [0, 1].
     :param min_run_rounds: a started job that the new plan still runs keeps its GPUs for at least
         this many consecutive rounds (ours: a lease; each start pays the restart overhead)."""
 
@@ -79,6 +90,7 @@ class ShockwaveConfig:
     time_limit_s: float = 5.0
     node_limit: int = 2000
     mip_rel_gap: float = 1e-3
+    log_approx: str = "tangent"
     log_points: tuple[float, ...] = LOG_POINTS
     min_run_rounds: int = 3
 
@@ -103,11 +115,19 @@ class Shockwave:
     def __post_init__(self) -> None:
         self.round_s: float | None = self.config.round_s
         self.observer = RegimeObserver()
+        c = self.config
+        if c.log_approx not in ("tangent", "chord"):
+            raise ValueError(f"ShockwaveConfig.log_approx must be 'tangent' or 'chord', got {c.log_approx!r}")
+        self._lines = tangent_lines(c.log_points) if c.log_approx == "tangent" else chord_lines(c.log_points)
         self._limits = SolverLimits(self.config.time_limit_s, self.config.node_limit, self.config.mip_rel_gap)
         self.plans: list[PlanRecord] = []
         self._jobs: tuple[int, ...] = ()  # the jobs of the current plan
-        self._rounds: list[list[int]] = []  # the plan, round by round, in priority order
-        self._at = 0  # next round of the plan to run
+        self._counts = np.zeros(0, dtype=np.int64)  # rounds each still has in the plan
+        self._gpus = np.zeros(0, dtype=np.int64)
+        self._capacity = 0
+        self._left = 0  # rounds left in the plan's window
+        self._at = 0  # rounds run since the plan was made
+        self._priority: list[tuple[float, float, int]] = []  # (-weight, -rho_hat, job) per plan job
         self._remaining: dict[int, float] = {}
         self._stint: dict[int, int] = {}  # rounds a running job has run since it (re)started
         self._reclaim = FewestJobsReclaim()
@@ -121,12 +141,28 @@ class Shockwave:
         if not active:
             return
         self._stint = {j: self._stint.get(j, 0) + 1 for j in view.running if view.status_of(j) == JobStatus.RUNNING}
-        if active != self._jobs or self._at >= min(self.config.replan_every, len(self._rounds)):
+        if active != self._jobs or self._at >= self.config.replan_every or self._left <= 0:
             self._plan(view, active, changed=set(active) != set(self._jobs))
-        chosen = [j for j in self._rounds[self._at] if j in self._remaining]
-        self._at += 1
-        rest = sorted((j for j in active if j not in set(chosen)), key=lambda j: (-self._remaining[j], j))
+        chosen = [self._jobs[i] for i in self._next(view)]
+        taken = set(chosen)
+        rest = sorted((j for j in active if j not in taken), key=lambda j: (-self._remaining[j], j))
         yield from round_actions(view, [*chosen, *rest])
+
+    def _next(self, view: ClusterView) -> list[int]:
+        """Indices (into the plan's jobs) of this round's planned jobs, most wanted first: jobs
+        within their lease, then by boost, running ones, the most lagging."""
+        c = self.config
+        running = [view.status_of(j) == JobStatus.RUNNING for j in self._jobs]
+        leased = [running[i] and self._stint.get(j, 0) < c.min_run_rounds for i, j in enumerate(self._jobs)]
+        order = sorted(
+            range(len(self._jobs)),
+            key=lambda i: (not leased[i], self._priority[i][0], not running[i], *self._priority[i][1:]),
+        )
+        chosen = next_round(self._counts, self._left, self._gpus, self._capacity, order)
+        self._counts[chosen] -= 1
+        self._left -= 1
+        self._at += 1
+        return chosen
 
     def _plan(self, view: ClusterView, active: tuple[int, ...], changed: bool) -> None:
         c = self.config
@@ -156,7 +192,7 @@ class Shockwave:
             rounds=c.window_rounds,
             round_s=c.round_s,
             k=c.k,
-            log_points=c.log_points,
+            lines=self._lines,
         )
         # finish-time fairness of the projection, measured from submission (ours; Shockwave divides
         # absolute timestamps, which makes a job's lag depend on when the experiment started)
@@ -178,31 +214,21 @@ class Shockwave:
             plan = solve(_with(base, weights=weights), self._limits)
         assert plan is not None
         self.plans.append(PlanRecord(now, len(active), plan.status, relaxed and c.fairness, plan.seconds))
-        running = {j for j in active if view.status_of(j) == JobStatus.RUNNING}
-        planned = plan.x.any(axis=1)
-        leased = {
-            j for i, j in enumerate(active) if planned[i] and j in running and self._stint.get(j, 0) < c.min_run_rounds
-        }
-        order = sorted(
-            range(len(active)),
-            key=lambda i: (active[i] not in leased, -weights[i], active[i] not in running, -rho_hat[i], active[i]),
-        )
-        x = arrange(plan.x, gpus, gpus_total, order)
-        rank = {i: r for r, i in enumerate(order)}
-        self._rounds = [
-            [active[i] for i in sorted(np.flatnonzero(x[:, t]).tolist(), key=rank.__getitem__)]
-            for t in range(x.shape[1])
-        ]
         self._jobs = active
+        self._counts = plan.x.sum(axis=1).astype(np.int64)
+        self._gpus = gpus
+        self._capacity = gpus_total
+        self._left = c.window_rounds
         self._at = 0
+        self._priority = [(-float(weights[i]), -float(rho_hat[i]), j) for i, j in enumerate(active)]
         logger.debug(
-            "[t=%.1f] plan for %d jobs: %s%s in %.3f s, round 0 runs %d",
+            "[t=%.1f] plan for %d jobs: %s%s in %.3f s, %d job-rounds",
             now,
             len(active),
             plan.status,
             " (relaxed)" if relaxed else "",
             plan.seconds,
-            len(self._rounds[0]),
+            int(self._counts.sum()),
         )
 
     def reclaim(self, view: ClusterView, k: int) -> list[int]:

@@ -29,9 +29,9 @@ taking up to its rounds needed in the earliest rounds with room. :func:`solve` f
 relaxation over the counts ``n_j`` and keeps it when it packs into rounds (see there).
 
 The MILP's rounds are interchangeable (only ``n_j = sum_t x[j, t]`` enters the objective), so
-:func:`arrange` (ours, in the spirit of Shockwave's ``rank_in_schedule_jobs``) re-lays each job's
-``n_j`` rounds as one block, in a priority order, at the earliest rounds with room: a job that is
-running and planned keeps running instead of pausing and paying a restart.
+the policy keeps the counts and picks each round's jobs with :func:`next_round` (ours, in the
+spirit of Shockwave's ``rank_in_schedule_jobs``): the jobs that must run now, then the others in a
+priority order, as long as what is left of the plan still fits into the remaining rounds.
 """
 
 from __future__ import annotations
@@ -49,6 +49,29 @@ from scipy.sparse import coo_matrix
 logger = logging.getLogger(__name__)
 
 LOG_POINTS: tuple[float, ...] = (0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.7, 1.0)
+SHOCKWAVE_BASES: tuple[float, ...] = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
+"""Shockwave's own breakpoints (``log_approximation_bases``), with log(0) read as log(1e-6)."""
+
+
+def tangent_lines(points: Sequence[float]) -> tuple[tuple[float, float], ...]:
+    """(slope, intercept) of log's tangents at ``points``: an envelope above log, exact there."""
+    return tuple((1.0 / p, math.log(p) - 1.0) for p in points)
+
+
+def chord_lines(bases: Sequence[float], origin: float = 1e-6) -> tuple[tuple[float, float], ...]:
+    """(slope, intercept) of the chords of log between consecutive ``bases`` (0 read as
+    ``origin``): their minimum is Shockwave's piecewise-linear interpolation (below log)."""
+    xs = list(bases)
+    ys = [math.log(max(b, origin)) for b in xs]
+    out = []
+    for i in range(len(xs) - 1):
+        (x0, y0), (x1, y1) = (xs[i], ys[i]), (xs[i + 1], ys[i + 1])
+        a = (y1 - y0) / (x1 - x0)
+        out.append((a, y0 - a * x0))
+    return tuple(out)
+
+
+TANGENTS = tangent_lines(LOG_POINTS)
 
 
 @dataclass(frozen=True)
@@ -64,7 +87,7 @@ class PlanInput:
     :param round_s: seconds per round.
     :param k: weight of the largest remaining time, per second.
     :param lower: fairness lower bounds ``L_j`` on ``y_j`` in seconds, or ``None``.
-    :param log_points: tangent points of the log approximation, in (0, 1].
+    :param lines: ``(slope, intercept)`` of the cuts whose minimum approximates log (concave).
     """
 
     gpus: np.ndarray
@@ -76,7 +99,7 @@ class PlanInput:
     round_s: float
     k: float
     lower: np.ndarray | None = None
-    log_points: tuple[float, ...] = LOG_POINTS
+    lines: tuple[tuple[float, float], ...] = TANGENTS
 
     @property
     def n(self) -> int:
@@ -101,11 +124,12 @@ class Plan:
     seconds: float
 
 
-def log_envelope(p: np.ndarray | float, points: Sequence[float] = LOG_POINTS) -> np.ndarray:
-    """``min_k log(p_k) + (p - p_k) / p_k``: the tangent envelope of log."""
-    pk = np.asarray(points, dtype=float)
+def log_envelope(p: np.ndarray | float, lines: Sequence[tuple[float, float]] = TANGENTS) -> np.ndarray:
+    """``min_k a_k p + b_k``: the piecewise-linear log of the MILP (tangents by default)."""
+    a = np.array([ln[0] for ln in lines])
+    b = np.array([ln[1] for ln in lines])
     p = np.asarray(p, dtype=float)
-    return np.min(np.log(pk) + (p[..., None] - pk) / pk, axis=-1)
+    return np.min(a * p[..., None] + b, axis=-1)
 
 
 def objective(inp: PlanInput, x: np.ndarray) -> float:
@@ -113,7 +137,7 @@ def objective(inp: PlanInput, x: np.ndarray) -> float:
     n_rounds = x.sum(axis=1)
     y = np.minimum(inp.remaining, inp.round_s * n_rounds)
     p = inp.progress + (1.0 - inp.progress) * y / inp.remaining
-    u = log_envelope(p, inp.log_points)
+    u = log_envelope(p, inp.lines)
     return float(np.sum(inp.weights * u) / (inp.n * inp.rounds) - inp.k * np.max(inp.remaining - y))
 
 
@@ -180,8 +204,9 @@ def _milp(inp: PlanInput, lim: SolverLimits, rounds: bool) -> tuple[np.ndarray |
     nx = n * t_n if rounds else 0
     i_n, iy, iu, iz = nx, nx + n, nx + 2 * n, nx + 3 * n
     nv = iz + 1
-    pts = np.asarray(inp.log_points, dtype=float)
-    kk = len(pts)
+    slope = np.array([ln[0] for ln in inp.lines])
+    icpt = np.array([ln[1] for ln in inp.lines])
+    kk = len(inp.lines)
     need = inp.need()
     jobs = np.arange(n)
     rows: list[np.ndarray] = []
@@ -217,14 +242,14 @@ def _milp(inp: PlanInput, lim: SolverLimits, rounds: bool) -> tuple[np.ndarray |
     lo.append(np.full(n, -np.inf))
     hi.append(np.zeros(n))
     r += n
-    a = (1.0 - inp.progress) / inp.remaining  # tangent cuts
+    a = (1.0 - inp.progress) / inp.remaining  # cuts: u_j - s_k a_j y_j <= c_k + s_k f_j
     jj = np.repeat(jobs, kk)
-    pp = np.tile(pts, n)
+    sk = np.tile(slope, n)
     rr = r + np.arange(n * kk)
     add(rr, iu + jj, np.ones(n * kk))
-    add(rr, iy + jj, -a[jj] / pp)
+    add(rr, iy + jj, -a[jj] * sk)
     lo.append(np.full(n * kk, -np.inf))
-    hi.append(np.log(pp) - 1.0 + inp.progress[jj] / pp)
+    hi.append(np.tile(icpt, n) + sk * inp.progress[jj])
     r += n * kk
     add(r + jobs, np.full(n, iz), -np.ones(n))  # z >= R_j - y_j
     add(r + jobs, iy + jobs, -np.ones(n))
@@ -310,27 +335,28 @@ def greedy(inp: PlanInput) -> np.ndarray:
     return x
 
 
-def arrange(x: np.ndarray, gpus: np.ndarray, capacity: int, order: Sequence[int]) -> np.ndarray:
-    """Re-lay each job's rounds as one block at the earliest rounds with room, jobs in ``order``.
+def next_round(
+    counts: np.ndarray, rounds_left: int, gpus: np.ndarray, capacity: int, order: Sequence[int]
+) -> list[int]:
+    """The jobs of the next round of a plan given as counts (ours).
 
-    Returns ``x`` itself if some job's rounds cannot all be placed this way.
+    ``counts[j]``: rounds job ``j`` still has in the plan's ``rounds_left`` rounds. Jobs with as
+    many rounds as are left must run; then the others join in ``order`` while the GPUs last and
+    the counts left over still :func:`pack` into the rounds after this one. Returns the jobs in
+    the order they joined.
     """
-    _n, t_n = x.shape
-    counts = x.sum(axis=1)
-    out = np.zeros_like(x)
-    room = np.full(t_n, capacity, dtype=np.int64)
+    c = np.asarray(counts, dtype=np.int64).copy()
+    g = np.asarray(gpus, dtype=np.int64)
+    chosen = [j for j in order if c[j] >= rounds_left]
+    room = capacity - int(g[chosen].sum()) if chosen else capacity
+    c[chosen] -= 1
     for j in order:
-        c, g = int(counts[j]), int(gpus[j])
-        if c == 0:
+        if c[j] <= 0 or j in chosen or g[j] > room:
             continue
-        start = next((s for s in range(t_n - c + 1) if np.all(room[s : s + c] >= g)), None)
-        if start is not None:
-            out[j, start : start + c] = True
-            room[start : start + c] -= g
+        c[j] -= 1
+        if pack(c, g, capacity, rounds_left - 1) is None:
+            c[j] += 1
             continue
-        free = [t for t in range(t_n) if room[t] >= g][:c]
-        if len(free) < c:
-            return x
-        out[j, free] = True
-        room[free] -= g
-    return out
+        chosen.append(j)
+        room -= int(g[j])
+    return chosen

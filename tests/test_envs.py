@@ -9,8 +9,8 @@ from gymnasium.utils.env_checker import check_env as gym_check_env
 from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
 import envs
+from envs.base import InvalidAction
 from envs.dual import env as dual_env
-from envs.ordering import InvalidAction
 from envs.sim import scenarios
 from envs.sim.metrics import TIMING_KEYS, summarize
 from envs.sim.policy import ComposedScheduler
