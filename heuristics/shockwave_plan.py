@@ -30,8 +30,8 @@ relaxation over the counts ``n_j`` and keeps it when it packs into rounds (see t
 
 The MILP's rounds are interchangeable (only ``n_j = sum_t x[j, t]`` enters the objective), so
 the policy keeps the counts and picks each round's jobs with :func:`next_round` (ours, in the
-spirit of Shockwave's ``rank_in_schedule_jobs``): the jobs that must run now, then the others in a
-priority order, as long as what is left of the plan still fits into the remaining rounds.
+spirit of Shockwave's ``rank_in_schedule_jobs``): the jobs that must run now to get their rounds,
+then the others in a priority order while the GPUs last.
 """
 
 from __future__ import annotations
@@ -341,22 +341,18 @@ def next_round(
     """The jobs of the next round of a plan given as counts (ours).
 
     ``counts[j]``: rounds job ``j`` still has in the plan's ``rounds_left`` rounds. Jobs with as
-    many rounds as are left must run; then the others join in ``order`` while the GPUs last and
-    the counts left over still :func:`pack` into the rounds after this one. Returns the jobs in
-    the order they joined.
+    many rounds as are left must run (in ``order``); then the other jobs with rounds left join in
+    ``order`` while the GPUs last. Filling this round leaves the least work for the later ones.
+    Returns the jobs in the order they joined (must-run jobs beyond the GPUs are left out).
     """
-    c = np.asarray(counts, dtype=np.int64).copy()
+    c = np.asarray(counts, dtype=np.int64)
     g = np.asarray(gpus, dtype=np.int64)
-    chosen = [j for j in order if c[j] >= rounds_left]
-    room = capacity - int(g[chosen].sum()) if chosen else capacity
-    c[chosen] -= 1
-    for j in order:
-        if c[j] <= 0 or j in chosen or g[j] > room:
-            continue
-        c[j] -= 1
-        if pack(c, g, capacity, rounds_left - 1) is None:
-            c[j] += 1
-            continue
-        chosen.append(j)
-        room -= int(g[j])
+    chosen: list[int] = []
+    room = capacity
+    for must in (True, False):
+        for j in order:
+            if c[j] <= 0 or (c[j] >= rounds_left) != must or g[j] > room:
+                continue
+            chosen.append(j)
+            room -= int(g[j])
     return chosen

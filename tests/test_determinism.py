@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 from hypothesis import given, settings
-from test_invariants import PROPERTY, POLICIES, World, make_policy, simulate, worlds
+from test_invariants import POLICIES, PROPERTY, World, make_policy, simulate, worlds
 
 from envs.sim import scenarios
 from envs.sim.engine import SimResult
@@ -61,7 +61,9 @@ def test_evaluate_is_bit_identical_across_processes_and_hash_seeds(two_sweeps: t
     a, b = two_sweeps
     assert [(r["policy"], r["seed"]) for r in a["runs"]] == [(p, s) for p in registry.names() for s in (0, 1)]
     for ra, rb in zip(a["runs"], b["runs"], strict=True):
-        diff = {k: (v, rb["metrics"][k]) for k, v in ra["metrics"].items() if k not in TIMING_KEYS and rb["metrics"][k] != v}
+        diff = {
+            k: (v, rb["metrics"][k]) for k, v in ra["metrics"].items() if k not in TIMING_KEYS and rb["metrics"][k] != v
+        }
         assert not diff, f"{ra['policy']} seed {ra['seed']}: {diff}"
     assert json.dumps(comparable(a), sort_keys=True) == json.dumps(comparable(b), sort_keys=True)
 

@@ -263,3 +263,35 @@ def test_stop_ends_a_job_early_and_frees_its_gpus():
     assert events(r, "finish") == [(400.0, "finish", 0, "stopped at 0.4"), (500.0, "finish", 1, "")]
     assert r.stopped.tolist() == [True, False]
     assert r.work_done[0] == 400.0
+
+
+def test_a_stale_reclaim_deadline_does_not_return_a_server_early(tmp_path):
+    """Reclaimed at 300 (deadline 1300), failed at 400, repaired at 500, loaned at 600, reclaimed
+    again at 900 (deadline 1900): the old deadline at 1300 must not return it."""
+
+    class Clock:  # the failure stream: server 1 fails at 400 and is repaired 100 s later
+        def __init__(self):
+            self.calls = 0
+
+        def spawn(self, n):
+            return [self, self]
+
+        def exponential(self, scale):
+            self.calls += 1
+            return {1: 1e9, 2: 400.0, 3: 100.0}.get(self.calls, 1e9)
+
+    series = _series_csv(tmp_path, [(0, 0.0), (300, 1.0), (600, 0.0), (900, 1.0), (100_000, 1.0)])
+    inf = InferenceConfig(series_csv=series, step_s=300.0, headroom=0.0, notice_s=1000.0)
+    srv = [ServerSpec(0, V100, 8, Pool.TRAINING), ServerSpec(1, T4, 8, Pool.INFERENCE)]
+    cfg = SimConfig(mtbf_h=1.0, repair_h=1.0, sample_s=0.0, horizon_s=3000.0)
+    policy = Scripted({}, round_s=1e9, borrows=True)
+    r = Engine(srv, [job(0, 0, 5000, 1)], policy, Linear(), DemandCurve(inf, 1), cfg, Clock(), log=True).run()
+    assert events(r, "loan", "reclaim", "returned", "fail", "repair") == [
+        (0.0, "loan", 1, ""),
+        (300.0, "reclaim", 1, "deadline 1300"),
+        (400.0, "fail", 1, ""),
+        (500.0, "repair", 1, ""),
+        (600.0, "loan", 1, ""),
+        (900.0, "reclaim", 1, "deadline 1900"),
+        (1900.0, "returned", 1, ""),
+    ]

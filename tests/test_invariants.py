@@ -20,50 +20,38 @@ Three independent checkers:
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, event, given, note, settings
-from hypothesis import strategies as st
+from hypothesis import Phase, event, given, note, settings
+from invariant_worlds import (
+    HORIZON_CAP,
+    MODELS,
+    POLICIES,
+    PROPERTY,
+    TP,
+    TYPES,
+    World,
+    make_policy,
+    merged,
+    simulate,
+    worlds,
+)
 
 from envs.sim.engine import Engine, SimConfig, SimResult
 from envs.sim.inference import DemandCurve, InferenceConfig
 from envs.sim.metrics import METRICS, summarize
-from envs.sim.model import A100, T4, V100, GpuType, JobClass, JobSpec, Pool, ServerSpec
-from envs.sim.policy import (
-    PLACEABLE,
-    Action,
-    Alloc,
-    ClusterView,
-    JobStatus,
-    Migrate,
-    Preempt,
-    Scale,
-    ServerStatus,
-    Start,
-)
-from envs.sim.throughput import ThroughputModel
-from heuristics import registry
+from envs.sim.model import A100, T4, V100, GpuType, JobSpec, Pool, ServerSpec
+from envs.sim.policy import PLACEABLE, Action, Alloc, ClusterView, JobStatus, ServerStatus, Start
 
-TP = ThroughputModel()  # one per module: it only caches pure lookups
-TYPES = {t.name: t for t in (V100, A100, T4)}
-MODELS = ("resnet50", "bert", "vgg16", "gpt2", "cifar10", "ncf", "unknownnet")
-HORIZON_CAP = 30 * 86400.0  # every run ends: a livelocked policy cannot hang the suite
 EPS = 1e-9
-
-PROPERTY = settings(
-    max_examples=60,
-    deadline=None,
-    derandomize=True,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
 
 
 def close_le(a: float, b: float, scale: float = 1.0) -> bool:
@@ -71,175 +59,7 @@ def close_le(a: float, b: float, scale: float = 1.0) -> bool:
     return a <= b + 1e-9 * max(abs(a), abs(b), scale) + 1e-9
 
 
-# ----------------------------------------------------------------------------- worlds
-@dataclass(frozen=True)
-class World:
-    servers: tuple[ServerSpec, ...]
-    jobs: tuple[JobSpec, ...]
-    inference: InferenceConfig | None
-    config: SimConfig
-    seed: int
-
-    @property
-    def failures(self) -> bool:
-        return self.config.mtbf_h > 0
-
-
-def capacity_by_type(servers: Sequence[ServerSpec], pools: Sequence[Pool]) -> dict[str, int]:
-    cap: dict[str, int] = defaultdict(int)
-    for s in servers:
-        if s.pool in pools:
-            cap[s.gpu_type.name] += s.num_gpus
-    return cap
-
-
-@functools.lru_cache(maxsize=None)
-def ints(lo: int, hi: int) -> st.SearchStrategy[int]:
-    """Strategies are built once: building them inside a draw dominates generation time."""
-    return st.integers(lo, hi)
-
-
-def choice(*values: Any) -> st.SearchStrategy[Any]:
-    return st.sampled_from(values)
-
-
-BOOL = st.booleans()
-GAP = st.one_of(st.just(0.0), st.integers(1, 3000).map(float), st.floats(0.5, 3000.0))
-DURATION = st.one_of(st.integers(1, 3000).map(float), st.floats(1.0, 3000.0))
-SLACK = st.floats(1.0, 3.0)
-FRACS = st.lists(choice(0.1, 0.25, 0.5, 0.75, 0.9), max_size=2)
-MULT = choice(0.5, 1.0, 1.5, 2.0, 3.0)
-GPUS_PER_SERVER = choice(4, 8)
-SPEED = choice(1.0, 1.0, 1.0, 0.8, 1.25)  # machine speed factors (``cloud``)
-GRACE = choice(0.0, 10.0, 60.0, 300.0)
-MODEL = st.sampled_from(MODELS)
-CLASS = st.sampled_from(JobClass)
-
-
-@st.composite
-def speed_phases(draw: st.DrawFn) -> tuple[tuple[float, float], ...]:
-    if not draw(BOOL):
-        return ()
-    fracs = sorted(set(draw(FRACS)))
-    return tuple((f, draw(MULT)) for f in (0.0, *fracs))
-
-
-PHASES = speed_phases()
-
-
-@st.composite
-def worlds(draw: st.DrawFn, max_jobs: int = 30) -> World:
-    n_train = draw(ints(1, 4))
-    a100 = n_train > 1 and draw(BOOL)  # then the last training server is an A100 one
-    servers = [
-        ServerSpec(
-            i, A100 if a100 and i == n_train - 1 else V100, draw(GPUS_PER_SERVER), Pool.TRAINING, i % 2, draw(SPEED)
-        )
-        for i in range(n_train)
-    ]
-    n_inf = draw(choice(0, 1, 2, 3, 4, 4))
-    inf_gpus = draw(GPUS_PER_SERVER)
-    servers += [ServerSpec(n_train + i, T4, inf_gpus, Pool.INFERENCE) for i in range(n_inf)]
-    training_cap = capacity_by_type(servers, (Pool.TRAINING,))
-    type_sets: list[frozenset[str] | None] = [None, frozenset({V100.name}), frozenset({V100.name, T4.name})]
-    if a100:
-        type_sets += [frozenset({A100.name}), frozenset({A100.name, V100.name})]
-    types = st.sampled_from(type_sets)
-
-    jobs: list[JobSpec] = []
-    t = 0.0
-    for i in range(draw(ints(1, max_jobs))):
-        t += draw(GAP)
-        gpu_types = draw(types)
-        # every job fits the training capacity of one type it allows: all jobs are feasible
-        fit = max(c for name, c in training_cap.items() if gpu_types is None or name in gpu_types)
-        num = draw(ints(1, fit))
-        lo, hi = num, num
-        if draw(BOOL):
-            lo, hi = draw(ints(1, num)), draw(ints(num, 2 * num))
-        duration = draw(DURATION)
-        deadline = None if draw(BOOL) else t + duration * draw(SLACK)
-        phases = draw(PHASES)
-        regimes = tuple(sorted({1.0, *(m for _, m in phases)})) if phases and draw(BOOL) else ()
-        jobs.append(
-            JobSpec(
-                job_id=i,
-                name=f"j{i}",
-                submit_time=t,
-                duration=duration,
-                num_gpus=num,
-                min_gpus=lo,
-                max_gpus=hi,
-                model=draw(MODEL),
-                gpu_types=gpu_types,
-                job_class=draw(CLASS),
-                priority=draw(ints(0, 3)),
-                deadline=deadline,
-                grace_period=draw(GRACE),
-                user=f"u{draw(ints(0, 2))}",
-                speed_phases=phases,
-                speed_regimes=regimes,
-            )
-        )
-
-    inference = None
-    if n_inf:
-        inference = InferenceConfig(
-            peak_to_trough=draw(st.floats(1.2, 2.2)),
-            mean_utilization=draw(st.floats(0.1, 0.6)),
-            start_hour=draw(st.floats(0.0, 24.0, exclude_max=True)),
-            step_s=draw(choice(60.0, 120.0, 300.0, 900.0)),
-            noise=draw(choice(0.0, 0.3, 0.6, 1.0)),
-            headroom=draw(choice(0.0, 0.05, 0.25)),
-            notice_s=draw(choice(0.0, 30.0, 120.0, 600.0)),
-            never_reclaim=draw(ints(0, 9)) == 0,
-        )
-    mtbf = draw(choice(0.0, 0.0, 0.5, 2.0))
-    horizon = draw(choice(HORIZON_CAP, HORIZON_CAP, 3000.0, 20000.0, 60000.0))
-    if mtbf and horizon == HORIZON_CAP:
-        horizon = 100000.0  # with failures a job may never finish: always a finite horizon
-    config = SimConfig(
-        restart_base_s=draw(choice(0.0, 5.0, 30.0)),
-        restart_per_gpu_s=draw(choice(0.0, 1.0)),
-        checkpoint_interval_s=draw(choice(0.0, 100.0, 1800.0)),
-        mtbf_h=mtbf,
-        repair_h=draw(choice(0.05, 0.5)),
-        horizon_s=horizon,
-        sample_s=draw(choice(0.0, 300.0)),
-        fluctuation=draw(choice(0.0, 0.0, 0.2)),
-        contention=draw(choice(0.0, 0.0, 0.1, 0.5)),
-    )
-    return World(tuple(servers), tuple(jobs), inference, config, draw(ints(0, 2**16)))
-
-
-def make_policy(name: str, world: World) -> Any:
-    if name == "chaos":
-        return Chaos(world.seed)
-    policy = registry.make(name)
-    if hasattr(policy, "use_rng"):
-        policy.use_rng(np.random.default_rng(world.seed + 1))
-    return policy
-
-
-def simulate(world: World, policy: Any) -> SimResult:
-    demand = None
-    if world.inference is not None:
-        n_inf = sum(s.pool == Pool.INFERENCE for s in world.servers)
-        demand = DemandCurve(world.inference, n_inf, np.random.default_rng(world.seed))
-    engine = Engine(
-        world.servers, world.jobs, policy, TP, demand, world.config, np.random.default_rng(world.seed + 2), log=True
-    )
-    return engine.run()
-
-
 # ----------------------------------------------------------------------------- the view checker
-def merged(base: Alloc, flex: Alloc) -> dict[int, int]:
-    out: dict[int, int] = defaultdict(int)
-    for sid, n in (*base, *flex):
-        out[sid] += n
-    return dict(out)
-
-
 def check_gang(spec: JobSpec, base: Alloc, flex: Alloc, types: Sequence[GpuType]) -> None:
     nb, nf = sum(n for _, n in base), sum(n for _, n in flex)
     assert all(n >= 1 for _, n in (*base, *flex)), f"job {spec.job_id}: empty worker group {base} {flex}"
@@ -367,106 +187,6 @@ class Checked:
         return chosen
 
 
-# ----------------------------------------------------------------------------- a random valid policy
-class Chaos:
-    """Test-only: random *valid* actions. Borrows; starts jobs anywhere they may run (loaned servers
-    included) at random sizes and spreads; scales, migrates and preempts (graceful or not) running
-    jobs, each job at most ``budget`` times so every run makes progress; reclaims at random."""
-
-    name = "chaos"
-    borrows = True
-
-    def __init__(self, seed: int, round_s: float = 250.0, budget: int = 2) -> None:
-        self.rng = np.random.default_rng(seed)
-        self.round_s = round_s
-        self.left: dict[int, int] = defaultdict(lambda: budget)
-
-    def _fill(self, cap: dict[int, int], need: int) -> Alloc | None:
-        """Spread ``need`` GPUs at random over ``cap`` (server -> GPUs usable), consuming it."""
-        sids = [s for s in sorted(cap) if cap[s] > 0]
-        self.rng.shuffle(sids)
-        if sum(cap[s] for s in sids) < need:
-            return None
-        out, left = [], need
-        for i, s in enumerate(sids):
-            rest = sum(cap[x] for x in sids[i + 1 :])
-            n = int(self.rng.integers(max(0, left - rest), min(cap[s], left) + 1))
-            if n:
-                out.append((int(s), n))
-                cap[s] -= n
-                left -= n
-        assert left == 0
-        return tuple(out)
-
-    def _place(self, view: ClusterView, job: int, own: bool) -> tuple[Alloc, Alloc] | None:
-        spec = view.job(job)
-        hosted = merged(*((view.state(job).base, view.state(job).flex) if own else ((), ())))
-        caps: dict[str, dict[int, int]] = defaultdict(dict)
-        for s in view.servers:
-            if not spec.allows(s.gpu_type):
-                continue
-            st_, mine = view.server_status(s.server_id), hosted.get(s.server_id, 0)
-            if st_ in PLACEABLE:
-                caps[s.gpu_type.name][s.server_id] = view.free(s.server_id) + mine
-            elif st_ == ServerStatus.RECLAIMING and mine:
-                caps[s.gpu_type.name][s.server_id] = mine
-        options = [t for t in sorted(caps) if sum(caps[t].values()) >= spec.min_gpus]
-        if not options:
-            return None
-        cap = caps[options[int(self.rng.integers(len(options)))]]
-        total = sum(cap.values())
-        if not spec.elastic:
-            base = self._fill(cap, spec.num_gpus)
-            return None if base is None else (base, ())
-        nb = int(self.rng.integers(spec.min_gpus, min(spec.max_gpus, total) + 1))
-        nf = int(self.rng.integers(0, min(spec.max_gpus - nb, total - nb) + 1))
-        base, flex = self._fill(cap, nb), self._fill(cap, nf)
-        assert base is not None and flex is not None
-        return base, flex
-
-    def _scale(self, view: ClusterView, job: int) -> Scale:
-        spec, state = view.job(job), view.state(job)
-        base, flex = merged(state.base, ()), merged(state.flex, ())
-        cap: dict[int, int] = {}
-        for s in view.servers:
-            st_, sid = view.server_status(s.server_id), s.server_id
-            if s.gpu_type.name == state.gpu_type and st_ in PLACEABLE:
-                cap[sid] = view.free(sid) + flex.get(sid, 0)
-            elif flex.get(sid):
-                cap[sid] = flex[sid]  # a reclaiming server: keep at most what it holds there
-        nb = sum(base.values())
-        nf = int(self.rng.integers(0, min(spec.max_gpus - nb, sum(cap.values())) + 1))
-        new = self._fill(cap, nf)
-        assert new is not None
-        return Scale(job, new)
-
-    def decide(self, view: ClusterView) -> Iterator[Action]:
-        pending = sorted(view.pending)
-        self.rng.shuffle(pending)
-        for job in pending:
-            if self.rng.random() < 0.85:
-                placed = self._place(view, job, own=False)
-                if placed is not None:
-                    yield Start(job, *placed)
-        for job in sorted(view.running):
-            if view.status_of(job) != JobStatus.RUNNING or self.left[job] <= 0 or self.rng.random() > 0.15:
-                continue
-            self.left[job] -= 1
-            kind = int(self.rng.integers(3))
-            if kind == 0 and view.job(job).elastic:
-                yield self._scale(view, job)
-            elif kind == 1:
-                placed = self._place(view, job, own=True)
-                if placed is not None:
-                    yield Migrate(job, *placed)
-            else:
-                yield Preempt(job, graceful=bool(self.rng.integers(2)))
-
-    def reclaim(self, view: ClusterView, k: int) -> list[int]:
-        loaned = sorted(view.loaned_servers())
-        return [int(s) for s in self.rng.choice(loaned, size=k, replace=False)]
-
-
 # ----------------------------------------------------------------------------- the log replay
 ALLOC_RE = re.compile(r"s(\d+)x(\d+)")
 
@@ -485,7 +205,9 @@ class Replay:
     first_start: np.ndarray
     counts: dict[str, np.ndarray]
     lost: np.ndarray
+    stopped: np.ndarray
     kinds: set[str]
+    early_returns: int  # reclaimed servers returned early by a stale deadline (KNOWN_ENGINE_BUGS)
 
 
 def replay(world: World, r: SimResult) -> Replay:
@@ -505,6 +227,9 @@ def replay(world: World, r: SimResult) -> Replay:
     deadline = [math.nan] * len(servers)
     occupancy = [0] * len(servers)
     kinds: set[str] = set()
+    stopped = np.zeros(n, dtype=bool)
+    stale: dict[int, set[float]] = defaultdict(set)
+    early_returns = 0
 
     def release(j: int, t: float) -> None:
         for sid, g in hold[j].items():
@@ -579,6 +304,10 @@ def replay(world: World, r: SimResult) -> Replay:
                 release(j, t)
                 state[j] = "D"
                 assert t == r.finish[j]
+                if detail:
+                    assert detail.startswith("stopped at "), detail
+                    stopped[j] = True
+                    assert math.isclose(float(detail.split()[2]), r.work_done[j] / r.work[j], rel_tol=1e-5)
         elif what in ("loan", "reclaim", "returned", "fail", "repair"):
             s = servers[who]
             if what == "loan":
@@ -590,8 +319,14 @@ def replay(world: World, r: SimResult) -> Replay:
                 assert math.isclose(float(detail.split()[1]), d, rel_tol=1e-5)
                 srv[who], deadline[who] = "C", d
             elif what in ("returned", "fail"):
+                if what == "fail" and srv[who] == "C" and deadline[who] > t:
+                    stale[who].add(deadline[who])  # the engine still holds this DEADLINE event
                 if what == "returned":
-                    assert srv[who] == "C" and t == deadline[who], f"server {who} returned at {t}, due {deadline[who]}"
+                    assert srv[who] == "C", f"server {who} returned in state {srv[who]}"
+                    if t != deadline[who] and "stale-deadline" in KNOWN_ENGINE_BUGS and t in stale[who]:
+                        early_returns += 1
+                    else:
+                        assert t == deadline[who], f"server {who} returned at {t}, due {deadline[who]}"
                 # the engine empties the server first; only jobs in their grace period may be left
                 for j in range(n):
                     if who in hold[j]:
@@ -613,7 +348,7 @@ def replay(world: World, r: SimResult) -> Replay:
     for sid, st_ in enumerate(srv):
         if st_ == "C":
             assert deadline[sid] > end, f"server {sid}: reclaim deadline {deadline[sid]} passed at end {end}"
-    return Replay(queued, first_start, counts, lost, kinds)
+    return Replay(queued, first_start, counts, lost, stopped, kinds, early_returns)
 
 
 # ----------------------------------------------------------------------------- the result checker
@@ -649,6 +384,7 @@ def check_result(world: World, r: SimResult, rp: Replay) -> None:
     assert (r.preemptions_reclaim <= r.preemptions).all()
     np.testing.assert_allclose(r.lost_work, rp.lost, rtol=1e-5, atol=1e-3)
     np.testing.assert_array_equal(r.first_start, rp.first_start)
+    assert (r.stopped >= rp.stopped).all()
     np.testing.assert_allclose(r.queued, rp.queued, rtol=1e-9, atol=1e-6)
     prices = [s.gpu_type.price_per_hour / 3600.0 for s in world.servers]
     for j, spec in enumerate(specs):
@@ -656,7 +392,10 @@ def check_result(world: World, r: SimResult, rp: Replay) -> None:
         assert r.lost_work[j] >= 0.0 and r.lost_gpu_s[j] >= 0.0 and r.queued[j] >= 0.0
         if cfg.checkpoint_interval_s == 0:
             assert r.lost_work[j] == 0.0
-        if done[j]:
+        if r.stopped[j]:
+            # only a job that allows it (it has a required accuracy) is ended early (JobSpec)
+            assert done[j] and spec.required_accuracy is not None and spec.curve is not None, f"job {j} stopped"
+        if done[j] and not r.stopped[j]:
             assert r.work_done[j] == r.work[j], f"job {j}: finished with {r.work_done[j]} of {r.work[j]}"
         else:
             assert 0.0 <= r.work_done[j] <= r.work[j] * (1 + EPS)
@@ -674,7 +413,7 @@ def check_result(world: World, r: SimResult, rp: Replay) -> None:
         assert close_le(spec.min_gpus * held, r.gpu_s[j], r.gpu_s[j]), (j, held, r.gpu_s[j])
         assert close_le(r.gpu_s[j], spec.max_gpus * held, r.gpu_s[j]), (j, held, r.gpu_s[j])
         assert close_le(min(prices) * r.gpu_s[j], r.fee[j]) and close_le(r.fee[j], max(prices) * r.gpu_s[j])
-        if done[j] and cfg.fluctuation == 0.0:  # (a fluctuating run has no speed limit)
+        if done[j] and not r.stopped[j] and cfg.fluctuation == 0.0:  # (a fluctuating run has no speed limit)
             # progress needs one restart overhead first, then duration / (best rate) at least
             # (work is defined so that the phases take `duration` at rate 1); and per GPU-second
             # no allocation makes more than the best efficiency
@@ -722,20 +461,18 @@ def run_checked(world: World, name: str) -> tuple[SimResult, Replay, Checked]:
 
 
 # ----------------------------------------------------------------------------- tests
-POLICIES = [*registry.names(), "chaos"]
-KNOWN_BUGS: dict[str, str] = {}  # policy -> reason, for pytest.mark.xfail(strict=True)
-
-
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=KNOWN_BUGS[p])) if p in KNOWN_BUGS else p
-        for p in POLICIES
-    ],
+#: Engine bugs the property tests tolerate, each pinned by an xfail(strict) regression test below
+#: (remove the entry when that test starts to pass).
+KNOWN_ENGINE_BUGS = {"stale-deadline"}
+#: Policies whose property test fails today: policy -> reason (xfail, strict, no shrinking).
+TYPE_MIX = (
+    "heuristics/shockwave_rounds.py place_round/_spread spreads a gang over servers of different "
+    "GPU types (DecisionError 'one GPU type per job'); see test_round_placement_keeps_one_gpu_type"
 )
-@PROPERTY
-@given(world=worlds())
-def test_invariants_hold_for_every_policy(name: str, world: World) -> None:
+KNOWN_BUGS: dict[str, str] = {"shockwave": TYPE_MIX, "themis": TYPE_MIX, "maxmin": TYPE_MIX}
+
+
+def check_policy(name: str, world: World) -> None:
     r, rp, policy = run_checked(world, name)
     note(f"decisions={policy.decisions} actions={policy.actions} reclaims={policy.reclaims} kinds={sorted(rp.kinds)}")
     for kind in sorted(rp.kinds - {"arrive", "start", "finish"}):
@@ -744,6 +481,22 @@ def test_invariants_hold_for_every_policy(name: str, world: World) -> None:
     if name != "chaos" and not world.failures and world.config.horizon_s == HORIZON_CAP:
         # liveness: every job fits a type it allows, nothing breaks, the horizon is a month
         assert not r.truncated, f"{name} left {int(np.isnan(r.finish).sum())} feasible jobs unfinished"
+
+
+@pytest.mark.parametrize("name", [p for p in POLICIES if p not in KNOWN_BUGS])
+@PROPERTY
+@given(world=worlds())
+def test_invariants_hold_for_every_policy(name: str, world: World) -> None:
+    check_policy(name, world)
+
+
+@pytest.mark.parametrize(
+    "name", [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=KNOWN_BUGS[p])) for p in KNOWN_BUGS]
+)
+@settings(PROPERTY, phases=[Phase.explicit, Phase.generate])  # known to fail: do not spend minutes shrinking
+@given(world=worlds())
+def test_invariants_of_policies_with_known_bugs(name: str, world: World) -> None:
+    check_policy(name, world)
 
 
 def test_chaos_worlds_exercise_every_mechanism() -> None:
@@ -795,3 +548,78 @@ def test_replay_catches_an_over_allocation() -> None:
     forged.insert(forged.index((0.0, "start", 0, "s0x4")) + 1, (0.0, "start", 1, "s0x4"))
     with pytest.raises(AssertionError, match="over capacity"):
         replay(world, replace(r, log=forged))
+
+
+# ----------------------------------------------------------------------------- regressions of bugs found
+class _ScriptedFailures:
+    """Failure draws in order (the engine spawns its failure and speed streams from this)."""
+
+    def __init__(self, draws: list[float]) -> None:
+        self.draws = draws
+
+    def spawn(self, n: int) -> list[_ScriptedFailures]:
+        return [self] * n
+
+    def exponential(self, scale: float) -> float:
+        return self.draws.pop(0)
+
+
+class _StartOnLoan:
+    name, borrows, round_s = "script", True, None
+
+    def decide(self, view: ClusterView) -> Iterator[Action]:
+        if view.now == 300.0:
+            yield Start(0, ((1, 8),))
+
+    def reclaim(self, view: ClusterView, k: int) -> list[int]:
+        return list(view.loaned_servers())[:k]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="engine bug: _on_deadline acts on any DEADLINE event while the server is RECLAIMING; a "
+    "deadline left over from a reclaim interrupted by a failure returns the server at the old "
+    "deadline, before the notice of a later reclaim ends (fix: ignore the event unless its time is "
+    "cluster.deadline[sid])",
+)
+def test_a_stale_reclaim_deadline_does_not_cut_a_later_notice_short(tmp_path: Path) -> None:
+    # inference server 1: loaned at 0, reclaimed at 100 (deadline 700), fails at 150, repaired at
+    # 200, loaned again at 300 (job 0 starts there), reclaimed at 400: deadline 1000. The deadline
+    # of 700 must not return it.
+    series = tmp_path / "demand.csv"
+    series.write_text("time_s,utilization\n0,0\n100,1\n300,0\n400,1\n")
+    inference = InferenceConfig(series_csv=str(series), step_s=100.0, headroom=0.0, notice_s=600.0)
+    servers = [ServerSpec(0, V100, 8, Pool.TRAINING), ServerSpec(1, T4, 8, Pool.INFERENCE)]
+    jobs = [JobSpec(0, "j0", 0.0, 5000.0, 8, 8, 8, "m")]
+    config = SimConfig(
+        restart_base_s=0.0, restart_per_gpu_s=0.0, checkpoint_interval_s=0.0, mtbf_h=1.0, horizon_s=1050.0, sample_s=0.0
+    )
+    failures = _ScriptedFailures([1e9, 150.0, 50.0, 1e9])  # server 0 never; server 1 at 150, for 50 s
+    engine = Engine(servers, jobs, _StartOnLoan(), TP, DemandCurve(inference, 1), config, failures, log=True)  # type: ignore[arg-type]
+    r = engine.run()
+    assert r.log is not None
+    log = [e for e in r.log if e[1] in ("reclaim", "fail", "repair", "loan", "preempt", "returned")]
+    assert log[:6] == [
+        (0.0, "loan", 1, ""),
+        (100.0, "reclaim", 1, "deadline 700"),
+        (150.0, "fail", 1, ""),
+        (200.0, "repair", 1, ""),
+        (300.0, "loan", 1, ""),
+        (400.0, "reclaim", 1, "deadline 1000"),
+    ]
+    assert log[6:8] == [(1000.0, "preempt", 0, "lost 0 reclaim"), (1000.0, "returned", 1, "")]  # today: at 700
+
+
+@pytest.mark.parametrize("name", [p for p in ("shockwave", "themis", "maxmin") if p in POLICIES])
+@pytest.mark.xfail(strict=True, reason=TYPE_MIX)
+def test_round_placement_keeps_one_gpu_type(name: str) -> None:
+    # 4 V100 + 4 A100 + 4 V100 GPUs; a 6-GPU job of any type fits only on the two V100 servers
+    servers = (
+        ServerSpec(0, V100, 4, Pool.TRAINING),
+        ServerSpec(1, A100, 4, Pool.TRAINING),
+        ServerSpec(2, V100, 4, Pool.TRAINING),
+    )
+    world = World(servers, (JobSpec(0, "j0", 0.0, 100.0, 6, 6, 6, "resnet50"),), None, SimConfig(sample_s=0.0), 0)
+    r = simulate(world, make_policy(name, world))
+    assert r.log is not None
+    assert [e for e in r.log if e[1] == "start"] == [(0.0, "start", 0, "s0x4 s2x2")]

@@ -27,21 +27,40 @@ from envs.sim.scenarios.dynamic import (
 )
 from heuristics.registry import make
 from heuristics.shockwave_estimate import RegimeObserver, dirichlet_estimate, smoothed
-from heuristics.shockwave_plan import LOG_POINTS, PlanInput, arrange, greedy, log_envelope, objective, pack, solve
+from heuristics.shockwave_plan import (
+    LOG_POINTS,
+    PlanInput,
+    chord_lines,
+    greedy,
+    log_envelope,
+    next_round,
+    objective,
+    pack,
+    solve,
+)
 from heuristics.shockwave_rounds import round_actions
 
 NO_OVERHEAD = SimConfig(restart_base_s=0.0, restart_per_gpu_s=0.0, checkpoint_interval_s=0.0, sample_s=0.0)
 
 
-class Linear:
+class _Linear:
     """rate = workers / requested (easy to hand-compute)."""
 
     def rate(self, spec: JobSpec, workers: int, servers: int, gpu_type: Any) -> float:
         return workers / spec.num_gpus * gpu_type.speed
 
 
+def Linear() -> Any:
+    return _Linear()
+
+
 def job(i: int, submit: float, duration: float, gpus: int, model: str = "m", **kw: Any) -> JobSpec:
     return JobSpec(i, f"j{i}", submit, duration, gpus, gpus, gpus, model, **kw)
+
+
+def log_of(r: Any) -> list[tuple[float, str, int, str]]:
+    assert r.log is not None
+    return list(r.log)
 
 
 def servers(n: int, gpus: int = 8) -> list[ServerSpec]:
@@ -104,7 +123,8 @@ def test_counts_that_do_not_pack_fall_back_to_the_full_milp():
     # 8 GPUs, 2 rounds: an 8-GPU job for one round and a 4-GPU job for both fill 16 GPU-rounds,
     # but the 4-GPU job cannot share a round with the 8-GPU one
     assert pack(np.array([1, 2]), np.array([8, 4]), 8, 2) is None
-    assert pack(np.array([1, 1, 1]), np.array([8, 4, 4]), 8, 2).astype(int).tolist() == [[1, 0], [0, 1], [0, 1]]
+    packed = pack(np.array([1, 1, 1]), np.array([8, 4, 4]), 8, 2)
+    assert packed is not None and packed.astype(int).tolist() == [[1, 0], [0, 1], [0, 1]]
     inp = PlanInput(
         np.array([8, 4, 4]),
         np.array([240.0, 240.0, 900.0]),
@@ -128,6 +148,14 @@ def test_log_envelope_is_above_log_and_exact_at_its_points(p):
     assert log_envelope(p) >= math.log(p) - 1e-12
     for q in LOG_POINTS:
         assert log_envelope(q) == pytest.approx(math.log(q), abs=1e-12)
+
+
+def test_chords_interpolate_log_between_shockwave_bases():
+    lines = chord_lines((0.0, 0.2, 0.4, 0.6, 0.8, 1.0))
+    for b in (0.2, 0.4, 0.6, 0.8, 1.0):
+        assert log_envelope(b, lines) == pytest.approx(math.log(b))
+    assert log_envelope(0.0, lines) == pytest.approx(math.log(1e-6))
+    assert log_envelope(0.3, lines) == pytest.approx((math.log(0.2) + math.log(0.4)) / 2)
 
 
 def test_fairness_bound_forces_a_job_in():
@@ -160,7 +188,7 @@ plans = st.integers(1, 6).flatmap(
 
 @given(plans)
 @settings(max_examples=60, deadline=None)
-def test_greedy_and_arrange_respect_capacity_and_rounds(case):
+def test_greedy_and_next_round_respect_capacity_and_rounds(case):
     gpus, remaining, weights, rounds, cap = case
     inp = PlanInput(
         np.array(gpus), np.array(remaining), np.zeros(len(gpus)), np.array(weights), cap, rounds, 120.0, 1e-3
@@ -168,16 +196,19 @@ def test_greedy_and_arrange_respect_capacity_and_rounds(case):
     x = greedy(inp)
     assert np.all(inp.gpus @ x <= cap)
     assert np.all(x.sum(axis=1) <= inp.need())
-    order = list(range(inp.n))[::-1]
-    y = arrange(x, inp.gpus, cap, order)
-    assert y.sum(axis=1).tolist() == x.sum(axis=1).tolist()
-    assert np.all(inp.gpus @ y <= cap)
+    counts = x.sum(axis=1)
+    chosen = next_round(counts, rounds, inp.gpus, cap, list(range(inp.n))[::-1])
+    assert len(set(chosen)) == len(chosen) and all(counts[j] > 0 for j in chosen)
+    assert inp.gpus[chosen].sum() <= cap
+    # a job with as many rounds as are left runs (the greedy plan fits, so they all fit)
+    assert {j for j in range(inp.n) if counts[j] >= rounds} <= set(chosen)
 
 
-def test_arrange_runs_each_job_as_one_block_in_order():
-    x = np.array([[1, 0, 1, 0], [0, 1, 0, 1], [1, 1, 0, 0]], dtype=bool)
-    y = arrange(x, np.array([1, 1, 1]), 2, [2, 0, 1])
-    assert y.astype(int).tolist() == [[1, 1, 0, 0], [0, 0, 1, 1], [1, 1, 0, 0]]
+def test_next_round_runs_the_must_runs_then_follows_the_order():
+    # 3 rounds left, 3 GPUs: job 3 (2 GPUs) has 3 rounds: it must run; then job 1 fits, job 0 not
+    assert next_round(np.array([2, 1, 0, 3]), 3, np.array([1, 1, 1, 2]), 3, [1, 0, 3, 2]) == [3, 1]
+    # with two rounds left job 0 (2 rounds) must run too, ahead of job 1
+    assert next_round(np.array([2, 1, 0, 1]), 2, np.array([1, 1, 1, 2]), 3, [1, 0, 3, 2]) == [0, 1]
 
 
 # ----------------------------------------------------------------------------- estimates
@@ -208,7 +239,7 @@ class Watcher:
 
     name = "watcher"
     borrows = False
-    round_s = 120.0
+    round_s: float | None = 120.0
 
     def __init__(self) -> None:
         self.observer = RegimeObserver()
@@ -240,7 +271,7 @@ class Once:
 
     name = "once"
     borrows = False
-    round_s = 100.0
+    round_s: float | None = 100.0
 
     def __init__(self, script: list[Action], candidates: list[int]) -> None:
         self.script, self.candidates = script, candidates
@@ -331,7 +362,7 @@ def test_shockwave_acts_only_at_round_boundaries_and_finishes_everything():
     jobs = small_dynamic_jobs()
     cfg = SimConfig(checkpoint_interval_s=0.0, sample_s=0.0)
     r = Engine(servers(1), jobs, make("shockwave"), None, None, cfg, log=True).run()
-    acts = [t for t, what, _, _ in r.log if what in ("start", "preempt", "migrate")]
+    acts = [t for t, what, _, _ in log_of(r) if what in ("start", "preempt", "migrate")]
     assert acts and all(t % 120.0 == 0.0 for t in acts)
     assert np.isfinite(r.finish).all()
 
@@ -342,7 +373,7 @@ def test_themis_serves_the_worst_finish_time_fairness_first():
     # (rho_hat = (260 + 200) / 200 = 2.3): j1 runs next.
     jobs = [job(0, 0.0, 1000.0, 1), job(1, 100.0, 200.0, 1)]
     r = Engine(servers(1, 1), jobs, make("themis"), Linear(), None, NO_OVERHEAD, log=True).run()
-    assert [(t, w, j) for t, w, j, _ in r.log if w in ("start", "preempt", "finish")][:4] == [
+    assert [(t, w, j) for t, w, j, _ in log_of(r) if w in ("start", "preempt", "finish")][:4] == [
         (0.0, "start", 0),
         (360.0, "preempt", 0),
         (360.0, "start", 1),
@@ -354,7 +385,7 @@ def test_maxmin_serves_the_least_normalised_throughput_first():
     # one GPU, two 600-s jobs at 0: j0 runs rounds 0-2 (its lease), then j1 (0 done) goes first
     jobs = [job(0, 0.0, 600.0, 1), job(1, 0.0, 600.0, 1)]
     r = Engine(servers(1, 1), jobs, make("maxmin"), Linear(), None, NO_OVERHEAD, log=True).run()
-    starts = [(t, j) for t, w, j, _ in r.log if w == "start"]
+    starts = [(t, j) for t, w, j, _ in log_of(r) if w == "start"]
     assert starts[:3] == [(0.0, 0), (360.0, 1), (720.0, 0)]
 
 

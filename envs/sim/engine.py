@@ -556,8 +556,8 @@ class Engine:
 
     def _on_deadline(self, sid: int, _v: int) -> bool:
         cl = self.cluster
-        if cl.status[sid] != ServerStatus.RECLAIMING:
-            return False
+        if cl.status[sid] != ServerStatus.RECLAIMING or cl.deadline[sid] != self.now:
+            return False  # a stale deadline: the server failed (and came back) since that reclaim
         self._vacate(sid, reclaim=True)
         cl.set_status(sid, ServerStatus.INFERENCE)
         self.cap_loaned -= cl.servers[sid].num_gpus
