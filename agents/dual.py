@@ -84,7 +84,7 @@ class TrainConfig:
     """reward by name (envs.core.REWARDS)"""
     bc: bool = True
     """warm-start both agents by behaviour cloning"""
-    experts: tuple[str, ...] = ("aryl", "sjf")
+    experts: tuple[str, ...] = ("aryl", "mlfs")
     """ordering experts whose demonstrations the ordering agent clones"""
     demo_episodes: int = 12
     """episodes of demonstrations per expert"""
