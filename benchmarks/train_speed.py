@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""MaskablePPO training speed of the ordering agent on ``default`` (env steps per second of
+``learn``, rollouts and updates included), beside the same agent on a toy env of the same
+observation and action sizes (the reference: what SB3 and the network cost alone).
+
+    python benchmarks/train_speed.py [--steps 8192] [--n-envs 4] [--repeat 2]
+
+Target: >= 1,500 steps/s on 2 cores. torch runs on one thread, as train.py does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import gymnasium as gym
+import torch as th
+from sb3_contrib import MaskablePPO
+from stable_baselines3.common.vec_env import DummyVecEnv
+
+import envs  # noqa: F401
+from agents.dual import TrainConfig
+from agents.networks import SlotPolicy, ordering_policy_kwargs
+from benchmarks.env_speed import Toy
+
+TARGET = 1_500.0
+
+
+def rate(make_env, steps: int, n_envs: int) -> float:  # type: ignore[no-untyped-def]
+    c = TrainConfig()
+    venv = DummyVecEnv([make_env for _ in range(n_envs)])
+    model = MaskablePPO(
+        SlotPolicy,
+        venv,
+        learning_rate=c.learning_rate,
+        n_steps=c.n_steps,
+        batch_size=c.batch_size,
+        n_epochs=c.n_epochs,
+        policy_kwargs=ordering_policy_kwargs(c.max_jobs, c.hidden),
+        seed=0,
+        device="cpu",
+    )
+    model.learn(c.n_steps * n_envs)  # warm-up: the first episodes and torch's first calls
+    t0 = time.perf_counter()
+    model.learn(steps, reset_num_timesteps=False)
+    return steps / (time.perf_counter() - t0)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--steps", type=int, default=8192)
+    p.add_argument("--n-envs", type=int, default=4)
+    p.add_argument("--repeat", type=int, default=2)
+    args = p.parse_args()
+    th.set_num_threads(1)
+    probe = gym.make("loangym/Ordering-v0")
+    obs_dim, n = probe.observation_space.shape[0], probe.action_space.n
+    runs = {
+        "toy (reference)": lambda: Toy(obs_dim, n),
+        "ordering, default": lambda: gym.make("loangym/Ordering-v0"),
+    }
+    rates = {k: statistics.median(rate(f, args.steps, args.n_envs) for _ in range(args.repeat)) for k, f in runs.items()}
+    ref = rates["toy (reference)"]
+    print(f"{'env':20} {'steps/s':>9} {'vs toy':>7}  (median of {args.repeat} x {args.steps} steps, {args.n_envs} envs)")
+    for k, r in rates.items():
+        print(f"{k:20} {r:9,.0f} {r / ref:7.2f}")
+    print(f"ordering vs target {TARGET:,.0f}: {rates['ordering, default'] / TARGET:.2f}")
+
+
+if __name__ == "__main__":
+    main()
