@@ -64,9 +64,11 @@ def main() -> None:
         "toy (reference)": lambda: Toy(obs_dim, n),
         "ordering, default": lambda: gym.make("loangym/Ordering-v0"),
     }
-    rates = {k: statistics.median(rate(f, args.steps, args.n_envs) for _ in range(args.repeat)) for k, f in runs.items()}
+    rates = {
+        k: statistics.median(rate(f, args.steps, args.n_envs) for _ in range(args.repeat)) for k, f in runs.items()
+    }
     ref = rates["toy (reference)"]
-    print(f"{'env':20} {'steps/s':>9} {'vs toy':>7}  (median of {args.repeat} x {args.steps} steps, {args.n_envs} envs)")
+    print(f"{'env':20} {'steps/s':>9} {'vs toy':>7}  (median of {args.repeat} x {args.steps}, {args.n_envs} envs)")
     for k, r in rates.items():
         print(f"{k:20} {r:9,.0f} {r / ref:7.2f}")
     print(f"ordering vs target {TARGET:,.0f}: {rates['ordering, default'] / TARGET:.2f}")
