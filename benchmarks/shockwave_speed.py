@@ -47,7 +47,7 @@ def replan_120(reps: int) -> None:
         round_s=c.round_s,
         k=c.k,
     )
-    limits = SolverLimits(c.time_limit_s, c.node_limit, c.mip_rel_gap)
+    limits = SolverLimits(c.time_limit_s, c.node_limit, c.mip_rel_gap, c.max_binaries)
     times, status = [], set()
     for _ in range(reps):
         plan = solve(inp, limits)

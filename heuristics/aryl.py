@@ -94,6 +94,9 @@ class ArylConfig:
     checkpoint_interval_s: float = 1800.0
 
 
+_PENDING = JobStatus.PENDING  # (a module constant: an enum member lookup costs more than the test)
+
+
 class _Queue:
     """Pending jobs sorted by a key fixed when they (re-)enter the queue; re-entry replaces the
     old entry, entries of jobs that left are dropped when met."""
@@ -115,17 +118,18 @@ class _Queue:
         bisect.insort(self.items, key)
 
     def pending(self, view: ClusterView) -> list[int]:
-        out: list[int] = []
-        keep: list[tuple[float, float, int]] = []
-        for item in self.items:
-            job = item[2]
-            if view.status_of(job) == JobStatus.PENDING:
-                out.append(job)
-                keep.append(item)
-            else:
-                del self.key[job]
-                del self.entered[job]
-        self.items = keep
+        status_of = view.status_of
+        out = [item[2] for item in self.items if status_of(item[2]) == _PENDING]
+        if len(out) < len(self.items):  # drop the entries of jobs that left
+            keep: list[tuple[float, float, int]] = []
+            for item in self.items:
+                job = item[2]
+                if status_of(job) == _PENDING:
+                    keep.append(item)
+                else:
+                    del self.key[job]
+                    del self.entered[job]
+            self.items = keep
         return out
 
 
@@ -152,9 +156,8 @@ class ArylOrdering:
         index = self.placement.index(view)
         rate = 0.0
         for t, p in self.placement.keys(view, spec):
-            size = int(index.cap[t, p].max())
-            rate = max(rate, view.rate(job, need, packed_servers(need, size), t))
-        rem = view.state(job).remaining_work
+            rate = max(rate, view.rate(job, need, packed_servers(need, index.sizes[t, p]), t))
+        rem = view.remaining_work(job)
         return rem / rate if rate > 0 else math.inf
 
     def priority(self, view: ClusterView, job: int) -> float:
@@ -164,7 +167,7 @@ class ArylOrdering:
     def _sync(self, view: ClusterView) -> None:
         new, self._cursor = view.entered_since(self._cursor)
         for job in new:
-            if view.status_of(job) == JobStatus.PENDING:
+            if view.status_of(job) == _PENDING:
                 key = (self.priority(view, job), view.job(job).submit_time, job)
                 self._queue.add(key, view.state(job).queued_since)
 
@@ -181,11 +184,21 @@ class ArylOrdering:
         aged.sort(key=lambda j: (entered[j], j))
         return aged, [j for j in jobs if j not in aged_set]
 
+    def oldest_aged(self, view: ClusterView) -> int | None:
+        """The first aged job of :meth:`pending_ranked`, or None (cheap while no job in the
+        queue has waited that long)."""
+        self._sync(view)
+        entered = self._queue.entered
+        if not entered or min(entered.values()) >= view.now - self.age_bound_s:
+            return None
+        aged, _ = self.pending_ranked(view)
+        return aged[0] if aged else None
+
     def rank(self, view: ClusterView) -> Iterator[int]:
         aged, rest = self.pending_ranked(view)
         for job in aged:
             yield job
-            if view.status_of(job) == JobStatus.PENDING:
+            if view.status_of(job) == _PENDING:
                 return  # an aged job that cannot start blocks every job behind it
         if any(view.total_free(*k) for k in view.pool_types()):
             yield from rest
@@ -214,10 +227,9 @@ class AfsOrdering(ArylOrdering):
         index = self.placement.index(view)
         best = 0.0
         for t, p in self.placement.keys(view, spec):
-            size = int(index.cap[t, p].max())
             one = view.rate(job, 1, 1, t)
             if one > 0:
-                best = max(best, view.rate(job, need, packed_servers(need, size), t) / one / need)
+                best = max(best, view.rate(job, need, packed_servers(need, index.sizes[t, p]), t) / one / need)
         return -best
 
 

@@ -19,6 +19,7 @@ without a preemption.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -30,59 +31,71 @@ from envs.sim.policy import Alloc, ClusterView, Start
 Key = tuple[str, Pool]
 
 
-def best_fit(ids: np.ndarray, free: np.ndarray, cap: np.ndarray, need: int) -> Alloc | None:
-    """Pack ``need`` GPUs on the servers ``ids`` (ascending) with ``free`` GPUs out of ``cap``.
+def best_fit(ids: Sequence[int], free: Sequence[int], cap: Sequence[int], need: int) -> Alloc | None:
+    """Pack ``need`` GPUs on the servers ``ids`` (ascending) with ``free`` GPUs out of ``cap``
+    (sequences or numpy arrays).
 
     Returns ``((server, gpus), ...)`` or ``None`` if the free GPUs do not add up to ``need``.
     """
-    if need <= 0 or int(free.sum()) < need:
+    return fit_lists([int(i) for i in ids], [int(f) for f in free], max((int(n) for n in cap), default=0), need)
+
+
+def fit_lists(ids: list[int], free: list[int], size: int, need: int) -> Alloc | None:
+    """:func:`best_fit` on plain lists, ``size`` = the largest server's GPUs (the hot path: small
+    lists cost less in plain Python than in numpy calls)."""
+    if need <= 0 or sum(free) < need:
         return None
-    fits = np.flatnonzero(free >= need)
-    if fits.size:
-        i = fits[np.argmin(free[fits])]
-        return ((int(ids[i]), need),)
-    size = int(cap.max())
+    best = -1
+    for i, f in enumerate(free):  # the tightest single server, lowest id among equals
+        if f >= need and (best < 0 or f < free[best]):
+            best = i
+    if best >= 0:
+        return ((ids[best], need),)
     full, rest = divmod(need, size)
-    empty = np.flatnonzero(free == size)
-    if empty.size >= full:
-        out = [(int(ids[i]), size) for i in empty[:full]]
+    empty = [i for i, f in enumerate(free) if f == size]
+    if len(empty) >= full:
+        out = [(ids[i], size) for i in empty[:full]]
         if rest == 0:
             return tuple(out)
-        left = free.copy()
-        left[empty[:full]] = 0
-        fits = np.flatnonzero(left >= rest)
-        if fits.size:
-            i = fits[np.argmin(left[fits])]
-            return (*out, (int(ids[i]), rest))
+        taken = set(empty[:full])
+        best = -1
+        for i, f in enumerate(free):
+            if i not in taken and f >= rest and (best < 0 or f < free[best]):
+                best = i
+        if best >= 0:
+            return (*out, (ids[best], rest))
     return _spread(ids, free, need)
 
 
-def _spread(ids: np.ndarray, free: np.ndarray, need: int) -> Alloc:
+def _spread(ids: list[int], free: list[int], need: int) -> Alloc:
     """Most free first (lowest id among equals); the last server is the tightest that holds the
     remainder. The caller checked that the free GPUs add up to ``need``."""
-    order = np.lexsort((ids, -free))
+    order = sorted(range(len(ids)), key=lambda i: (-free[i], ids[i]))
     out: list[tuple[int, int]] = []
     left = need
     for pos, i in enumerate(order):
-        f = int(free[i])
+        f = free[i]
         if f >= left:
-            tail = order[pos:]
-            tight = tail[free[tail] >= left]
-            j = tight[np.flatnonzero(free[tight] == free[tight].min())[0]]
-            out.append((int(ids[j]), left))
+            j = min(order[pos:], key=lambda k: free[k] if free[k] >= left else math.inf)
+            out.append((ids[j], left))
             return tuple(out)
-        out.append((int(ids[i]), f))
+        out.append((ids[i], f))
         left -= f
     raise AssertionError("best_fit checked the total")
 
 
 @dataclass(frozen=True)
 class ServerIndex:
-    """The static server layout, per (GPU type, pool): ids (ascending) and GPUs per server."""
+    """The static server layout, per (GPU type, pool): ids (ascending) and GPUs per server, as
+    numpy arrays (``ids``, ``cap``) and as lists (``id_lists``, ``sizes``: the largest server's
+    GPUs per key); ``type_size``: the largest server's GPUs per GPU type."""
 
     ids: dict[Key, np.ndarray]
     cap: dict[Key, np.ndarray]
     key_of: tuple[Key, ...]
+    id_lists: dict[Key, list[int]] = field(default_factory=dict)
+    sizes: dict[Key, int] = field(default_factory=dict)
+    type_size: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def of(cls, view: ClusterView) -> ServerIndex:
@@ -92,7 +105,11 @@ class ServerIndex:
         arr = {k: np.array(v, dtype=np.int64) for k, v in ids.items()}
         caps = {k: np.array([view.servers[i].num_gpus for i in v], dtype=np.int64) for k, v in ids.items()}
         key_of = tuple((s.gpu_type.name, s.pool) for s in view.servers)
-        return cls(arr, caps, key_of)
+        sizes = {k: max(view.servers[i].num_gpus for i in v) for k, v in ids.items()}
+        type_size: dict[str, int] = {}
+        for (t, _), n in sizes.items():
+            type_size[t] = max(type_size.get(t, 0), n)
+        return cls(arr, caps, key_of, ids, sizes, type_size)
 
 
 def pool_order(view: ClusterView, spec: JobSpec, loaned_first: bool, gpu_type: str | None = None) -> list[Key]:
@@ -108,12 +125,26 @@ def pool_order(view: ClusterView, spec: JobSpec, loaned_first: bool, gpu_type: s
 
 class FreeMap:
     """Virtual free GPUs per server (phase 2 plans on it before any action is taken), with the
-    total per (type, pool) kept up to date."""
+    total per (type, pool) kept up to date. ``free`` is a plain list (cheap to read and edit one
+    server at a time)."""
 
-    def __init__(self, index: ServerIndex, free: np.ndarray) -> None:
+    def __init__(self, index: ServerIndex, free: list[int]) -> None:
         self.index = index
         self.free = free  # per server id; 0 where nothing may be placed
-        self._total = {k: int(free[ids].sum()) for k, ids in index.ids.items()}
+        self._total = {k: sum([free[i] for i in ids]) for k, ids in index.id_lists.items()}
+
+    @classmethod
+    def now(cls, index: ServerIndex, view: ClusterView) -> FreeMap:
+        """The GPUs free now (the totals are the view's own per (type, pool))."""
+        out = cls.__new__(cls)
+        out.index, out.free = index, view.free_list()
+        out._total = {k: view.total_free(*k) for k in index.id_lists}
+        return out
+
+    def copy(self) -> FreeMap:
+        out = FreeMap.__new__(FreeMap)
+        out.index, out.free, out._total = self.index, self.free.copy(), self._total.copy()
+        return out
 
     def total(self, key: Key) -> int:
         return self._total.get(key, 0)
@@ -123,23 +154,28 @@ class FreeMap:
         return sum(n for (t, _), n in self._total.items() if t == gpu_type)
 
     def fit(self, key: Key, need: int, exclude: Iterable[int] = ()) -> Alloc | None:
-        ids = self.index.ids[key]
-        free = self.free[ids]
-        ex = [i for i in exclude if self.index.key_of[i] == key]
-        if ex:
-            free[np.searchsorted(ids, ex)] = 0
-        return best_fit(ids, free, self.index.cap[key], need)
+        ids = self.index.id_lists[key]
+        all_free = self.free
+        free = [all_free[i] for i in ids]
+        if exclude:
+            key_of = self.index.key_of
+            ex = {i for i in exclude if key_of[i] == key}
+            if ex:
+                free = [0 if i in ex else f for i, f in zip(ids, free, strict=True)]
+        return fit_lists(ids, free, self.index.sizes[key], need)
 
     def take(self, alloc: Alloc) -> None:
+        free, total, key_of = self.free, self._total, self.index.key_of
         for s, n in alloc:
-            self.free[s] -= n
-            self._total[self.index.key_of[s]] -= n
-            assert self.free[s] >= 0, "virtual placement over capacity"
+            free[s] -= n
+            total[key_of[s]] -= n
+            assert free[s] >= 0, "virtual placement over capacity"
 
     def give(self, alloc: Alloc) -> None:
+        free, total, key_of = self.free, self._total, self.index.key_of
         for s, n in alloc:
-            self.free[s] += n
-            self._total[self.index.key_of[s]] += n
+            free[s] += n
+            total[key_of[s]] += n
 
 
 def base_size(spec: JobSpec, elastic: bool) -> int:
@@ -163,6 +199,7 @@ class ArylPlacement:
     loaned_first: bool = True
     _index: ServerIndex | None = field(default=None, init=False, repr=False)
     _keys: dict[tuple[int, str | None], list[Key]] = field(default_factory=dict, init=False, repr=False)
+    _starts: dict[int, tuple[int, list[Key]]] = field(default_factory=dict, init=False, repr=False)
 
     def index(self, view: ClusterView) -> ServerIndex:
         if self._index is None:
@@ -181,18 +218,26 @@ class ArylPlacement:
     def demand(self, spec: JobSpec) -> int:
         return base_size(spec, self.elastic)
 
+    def start_plan(self, view: ClusterView, job: int) -> tuple[int, list[Key]]:
+        """(:meth:`demand`, :meth:`keys`) of a job (cached per job)."""
+        plan = self._starts.get(job)
+        if plan is None:
+            spec = view.job(job)
+            plan = self._starts[job] = (self.demand(spec), self.keys(view, spec))
+        return plan
+
     def place(self, view: ClusterView, job: int) -> Start | None:
-        spec = view.job(job)
-        need = self.demand(spec)
-        index = self.index(view)
-        for t, p in self.keys(view, spec):
+        need, keys = self.start_plan(view, job)
+        for t, p in keys:
             if view.total_free(t, p) < need:
                 continue
             sid = view.best_fit(t, p, need)
             if sid is not None:
                 return Start(job, ((sid, need),))
-            ids = index.ids[t, p]
-            alloc = best_fit(ids, view.free_gpus()[ids], index.cap[t, p], need)
+            index = self.index(view)
+            ids = index.id_lists[t, p]
+            free = view.free_list()
+            alloc = fit_lists(ids, [free[i] for i in ids], index.sizes[t, p], need)
             if alloc is not None:
                 return Start(job, alloc)
         return None

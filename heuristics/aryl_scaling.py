@@ -48,6 +48,14 @@ The number of servers behind an option, for ``view.rate`` (ours): the base's ser
 ``ceil(x / GPUs per server)`` (``group_flex``), or ``ceil((base + x) / GPUs per server)`` at least
 the base's servers otherwise.
 
+Implementation (speed only, the decisions are the ones above): a job's sizes and layout are kept
+between calls while its allocation stays the same tuples; phase 2's values are computed job by job
+in plain floats with the same operations as the vectorised formula (so the same roundings), and
+the knapsack takes them as dense vectors; placement touches the virtual map only if some job wants
+more than it keeps; the room component first replays its plan on the free totals (a placement
+succeeds exactly when they hold the demand) and builds its maps only if a job may need flexible
+GPUs.
+
 :class:`AfsScaling` replaces the knapsack by AFS's greedy (Hwang et al., NSDI'21, as Aryl compares
 to it): one GPU at a time to the job whose throughput grows most per GPU (in single-GPU units of
 its own speed), while any does, with unbounded elasticity within min..max and no restart cost.
@@ -56,29 +64,31 @@ its own speed), while any does, with unbounded elasticity within min..max and no
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator
+import math
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-import numpy as np
-
-from envs.sim.policy import Action, Alloc, ClusterView, JobState, JobStatus, Migrate, Scale
+from envs.sim.policy import Action, Alloc, ClusterView, JobStatus, Migrate, Scale
 from heuristics.aryl_place import ArylPlacement, FreeMap, Key, plan
-from heuristics.knapsack import solve_mckp
+from heuristics.knapsack import solve_mckp_dense
 
 if TYPE_CHECKING:
     from heuristics.aryl import ArylConfig, ArylOrdering
 
 
-@dataclass
+_RUNNING = JobStatus.RUNNING  # (a module constant: an enum member lookup costs more than the test)
+
+
+@dataclass(slots=True)
 class _Cand:
     """A running elastic job whose flexible workers phase 2 may change."""
 
     job: int
-    state: JobState
     gpu_type: str
     base: int  # base GPUs
     base_servers: frozenset[int]
+    flex: Alloc  # all its flexible workers now
     flex_ok: Alloc  # its flexible workers on placeable servers
     cur: int  # GPUs of flex_ok
     doomed: bool  # some of its flexible workers sit on a server being taken away
@@ -86,36 +96,104 @@ class _Cand:
     new: int = 0  # extra GPUs chosen by phase 2
 
 
-def movable(view: ClusterView, with_flex: bool = False) -> list[_Cand]:
+class _Layout:
+    """What :func:`movable` keeps of one job between calls: its sizes, and its layout while its
+    allocation stays the same tuples (only a speed-up)."""
+
+    __slots__ = (
+        "base",
+        "base_alloc",
+        "base_servers",
+        "cand",
+        "elastic",
+        "flex",
+        "flex_gpus",
+        "flex_servers",
+        "max_gpus",
+        "min_gpus",
+    )
+
+    def __init__(self, elastic: bool, min_gpus: int, max_gpus: int) -> None:
+        self.elastic, self.min_gpus, self.max_gpus = elastic, min_gpus, max_gpus
+        self.base_alloc: Alloc | None = None
+        self.flex: Alloc = ()
+        self.base = self.flex_gpus = 0
+        self.base_servers: frozenset[int] = frozenset()
+        self.flex_servers: frozenset[int] = frozenset()
+        self.cand: _Cand | None = None  # while every worker is on a placeable server
+
+
+def movable(view: ClusterView, with_flex: bool = False, memo: dict[int, _Layout] | None = None) -> list[_Cand]:
     """Running elastic jobs whose flexible workers phase 2 may change: not checkpointing, and
     with every base worker on a placeable server (a job whose base goes back is preempted).
-    ``with_flex``: only those holding more than their minimum (a quick filter)."""
+    ``with_flex``: only those holding more than their minimum (a quick filter). ``memo``: a
+    cache of each job's sizes and layout that the caller keeps between calls (a speed-up)."""
     out: list[_Cand] = []
+    memo = {} if memo is None else memo
+    bad = set(view.unplaceable_servers())
     for job in tuple(view.running):
-        spec = view.job(job)
-        if not spec.elastic or (with_flex and view.workers(job) <= spec.min_gpus):
+        lay = memo.get(job)
+        if lay is None:
+            spec = view.job(job)
+            lay = memo[job] = _Layout(spec.elastic, spec.min_gpus, spec.max_gpus)
+        if not lay.elastic or (with_flex and view.workers(job) <= lay.min_gpus):
             continue
-        st = view.state(job)
-        if st.status != JobStatus.RUNNING or st.gpu_type is None:
+        status, gpu_type, base_alloc, flex = view.allocation(job)
+        if status != _RUNNING or gpu_type is None:
             continue
-        if not all(view.placeable(s) for s, _ in st.base):
+        if lay.base_alloc is not base_alloc:
+            lay.base_alloc = base_alloc
+            lay.base = sum(n for _, n in base_alloc)
+            lay.base_servers = frozenset(s for s, _ in base_alloc)
+            lay.cand = None
+        if lay.flex is not flex:
+            lay.flex = flex
+            lay.flex_gpus = sum(n for _, n in flex)
+            lay.flex_servers = frozenset(s for s, _ in flex)
+            lay.cand = None
+        if not bad.isdisjoint(lay.base_servers):
             continue
-        flex_ok = tuple((s, n) for s, n in st.flex if view.placeable(s))
-        base = sum(n for _, n in st.base)
+        if bad.isdisjoint(lay.flex_servers):
+            if lay.cand is None:
+                base = lay.base
+                lay.cand = _Cand(
+                    job, gpu_type, base, lay.base_servers, flex, flex, lay.flex_gpus, False, lay.max_gpus - base
+                )
+            out.append(lay.cand)
+            continue
+        flex_ok = tuple((s, n) for s, n in flex if s not in bad)
+        cur = sum(n for _, n in flex_ok)
+        base = lay.base
         out.append(
             _Cand(
                 job,
-                st,
-                st.gpu_type,
+                gpu_type,
                 base,
-                frozenset(s for s, _ in st.base),
+                lay.base_servers,
+                flex,
                 flex_ok,
-                sum(n for _, n in flex_ok),
-                len(flex_ok) != len(st.flex),
-                spec.max_gpus - base,
+                cur,
+                len(flex_ok) != len(flex),
+                lay.max_gpus - base,
             )
         )
     return out
+
+
+def _job(c: _Cand) -> int:
+    return c.job
+
+
+def _changed(c: _Cand, mine: dict[int, int]) -> bool:
+    """Whether the flexible placement ``mine`` differs from the job's."""
+    return tuple(sorted(mine.items())) != tuple(sorted(c.flex))
+
+
+def _div(a: float, b: float) -> float:
+    """``a / b`` with numpy's float semantics for ``b == 0`` (inf, or nan for ``0 / 0``)."""
+    if b:
+        return a / b
+    return math.nan if a == 0 or a != a else math.copysign(math.inf, a)
 
 
 @dataclass
@@ -142,6 +220,7 @@ class ArylRoom:
     ordering: ArylOrdering
     make_room: bool = True
     rescue: bool = True
+    _memo: dict[int, _Layout] = field(default_factory=dict, init=False, repr=False)
 
     def preempt(self, view: ClusterView) -> Iterator[Action]:
         if self.rescue and view.reclaiming_servers():
@@ -158,7 +237,7 @@ class ArylRoom:
                 jobs.append((job, st))
         if not jobs:
             return
-        fit = _Fitter(self.placement, view, [c for c in movable(view, with_flex=True) if c.cur])
+        fit = _Fitter(self.placement, view, [c for c in movable(view, True, self._memo) if c.cur])
         moves: list[Migrate] = []
         for job, st in jobs:
             spec = view.job(job)
@@ -185,15 +264,42 @@ class ArylRoom:
     def _room(self, view: ClusterView) -> Iterator[Action]:
         if not view.pending:
             return
-        cands = [c for c in movable(view, with_flex=True) if c.cur]
-        if not cands:
+        cands = [c for c in movable(view, True, self._memo) if c.cur]
+        if not cands or not self._may_displace(view, cands):
             return
         fit = _Fitter(self.placement, view, cands)
         for job, aged in self.ordering.plan_order(view):
-            spec = view.job(job)
-            if fit.place(self.placement.keys(view, spec), self.placement.demand(spec)) is None and aged:
+            need, keys = self.placement.start_plan(view, job)
+            if fit.place(keys, need) is None and aged:
                 break
         yield from fit.scale_ins()
+
+    def _may_displace(self, view: ClusterView, cands: list[_Cand]) -> bool:
+        """:meth:`_room`'s plan on the free totals alone, up to the first job that would go to
+        flexible GPUs: a placement on the free GPUs of a (type, pool) succeeds exactly when they
+        add up to the demand (best fit always finds one then), and takes the demand from both
+        maps; so if no job gets that far, the plan scales nothing in."""
+        key_of = self.placement.index(view).key_of
+        real: dict[Key, int] = {}
+        extra: dict[Key, int] = {}  # flexible GPUs per (type, pool)
+        for c in cands:
+            for s, n in c.flex_ok:
+                k = key_of[s]
+                extra[k] = extra.get(k, 0) + n
+        start_plan = self.placement.start_plan
+        for job, aged in self.ordering.plan_order(view):
+            need, keys = start_plan(view, job)
+            for key in keys:
+                have = real[key] if key in real else view.total_free(*key)
+                if have >= need:
+                    real[key] = have - need
+                    break
+                if have + extra.get(key, 0) >= need:
+                    return True
+            else:
+                if aged:
+                    return False
+        return False
 
 
 class _Fitter:
@@ -203,9 +309,8 @@ class _Fitter:
     GPUs taken are scaled in, from the job with the most flexible GPUs on that server first."""
 
     def __init__(self, placement: ArylPlacement, view: ClusterView, cands: list[_Cand]) -> None:
-        index = placement.index(view)
-        self.real = FreeMap(index, view.free_gpus().copy())
-        self.virt = FreeMap(index, self.real.free.copy())
+        self.real = FreeMap.now(placement.index(view), view)
+        self.virt = self.real.copy()
         self.cands = cands
         self.held: dict[int, dict[int, int]] = {}  # server -> job -> flexible GPUs there
         for c in cands:
@@ -221,7 +326,7 @@ class _Fitter:
                 alloc = self.virt.fit(key, need)
             if alloc is not None:
                 for s, n in alloc:
-                    mine = min(n, int(self.real.free[s]))
+                    mine = min(n, self.real.free[s])
                     self.real.take(((s, mine),))
                     if n > mine:
                         self.displaced[s] = self.displaced.get(s, 0) + n - mine
@@ -241,7 +346,7 @@ class _Fitter:
         for c in self.cands:
             if c.job in cut:
                 gone = cut[c.job]
-                yield Scale(c.job, tuple((s, n - gone.get(s, 0)) for s, n in c.state.flex if n > gone.get(s, 0)))
+                yield Scale(c.job, tuple((s, n - gone.get(s, 0)) for s, n in c.flex if n > gone.get(s, 0)))
 
 
 @dataclass
@@ -259,21 +364,23 @@ class ArylScaling:
     placement: ArylPlacement
     ordering: ArylOrdering | None = None
     group_flex: bool = True
-    _rates: dict[tuple[int, str, int], np.ndarray] = field(default_factory=dict, init=False, repr=False)
+    _rates: dict[tuple[int, str, int], list[float]] = field(default_factory=dict, init=False, repr=False)
+    _memo: dict[int, _Layout] = field(default_factory=dict, init=False, repr=False)
+    _pens: dict[tuple[int, int, int], list[float]] = field(default_factory=dict, init=False, repr=False)
 
     # ------------------------------------------------------------------ the plan
     def scale(self, view: ClusterView) -> Iterator[Action]:
-        index = self.placement.index(view)
-        fm = FreeMap(index, view.free_gpus().copy())
+        fm = FreeMap.now(self.placement.index(view), view)
         cands: dict[str, list[_Cand]] = {}
-        for c in movable(view):
-            fm.give(c.flex_ok)
+        for c in movable(view, False, self._memo):
+            if c.flex_ok:
+                fm.give(c.flex_ok)
             cands.setdefault(c.gpu_type, []).append(c)
         blocked: set[str] = set()
         if self.ordering is not None:  # an aged job still waiting: phase 1 is blocked
-            aged, _ = self.ordering.pending_ranked(view)
-            if aged:
-                blocked = {t for t, _ in self.placement.keys(view, view.job(aged[0]))}
+            head = self.ordering.oldest_aged(view)
+            if head is not None:
+                blocked = {t for t, _ in self.placement.keys(view, view.job(head))}
         for t, group in cands.items():
             cap = fm.type_total(t)
             if t in blocked:
@@ -282,87 +389,134 @@ class ArylScaling:
         yield from self._emit(view, self._place(view, cands, fm))
 
     # ------------------------------------------------------------------ phase 2 proper
-    def _servers(self, c: _Cand, x: np.ndarray, size: int) -> np.ndarray:
+    def _servers(self, c: _Cand, x: int, size: int) -> int:
         nb = len(c.base_servers)
         if self.group_flex:
-            return nb + np.where(x > 0, -(-x // size), 0)
-        return np.maximum(nb, -(-(c.base + x) // size))
+            return nb + (-(-x // size) if x > 0 else 0)
+        return max(nb, -(-(c.base + x) // size))
 
-    def rates(self, view: ClusterView, c: _Cand, size: int) -> np.ndarray:
+    def rates(self, view: ClusterView, c: _Cand, size: int) -> list[float]:
         """``view.rate`` on base + x workers, x = 0..top (cached: it depends on the job's base
         layout only)."""
         key = (c.job, c.gpu_type, len(c.base_servers))
         r = self._rates.get(key)
         if r is None or len(r) < c.top + 1:
-            x = np.arange(c.top + 1)
-            k = self._servers(c, x, size)
-            r = np.array([view.rate(c.job, c.base + int(i), int(n), c.gpu_type) for i, n in zip(x, k, strict=True)])
+            r = [view.rate(c.job, c.base + x, self._servers(c, x, size), c.gpu_type) for x in range(c.top + 1)]
             self._rates[key] = r
         return r[: c.top + 1]
 
     def allocate(self, view: ClusterView, group: list[_Cand], cap: int, fm: FreeMap) -> None:
-        """Set ``new`` (extra GPUs) of every job of one GPU type: the knapsack."""
-        cfg = self.config
-        size = _size(fm, group[0].gpu_type)
-        tops = [min(c.top, cap, self._room_for(c, fm)) for c in group]
-        width = max(tops) + 1
-        if width == 1:
+        """Set ``new`` (extra GPUs) of every job of one GPU type: the knapsack. The values are the
+        module docstring's, computed job by job in plain floats with the very operations (and so
+        the very roundings) of the vectorised formula ``(T(0) - T(x) - pen(x)) - (T(0) - T(0) -
+        pen(0))``."""
+        gpu_type = group[0].gpu_type
+        size = fm.index.type_size[gpu_type]
+        tops = [min(c.top, cap, room) for c, room in zip(group, self._rooms(group, fm), strict=True)]
+        if max(tops) == 0:
             for c in group:
                 c.new = 0
             return
-        rates = np.ones((len(group), width))
-        for i, c in enumerate(group):
-            if tops[i] > 0:
-                rates[i, : tops[i] + 1] = self.rates(view, c, size)[: tops[i] + 1]
-        rem = np.array([c.state.remaining_work for c in group])
-        left = np.array([max(0.0, c.state.restarting_until - view.now) for c in group])
-        workers = np.array([c.base for c in group])[:, None] + np.arange(width)
-        t = rem[:, None] / rates  # remaining time on base + x workers
-        pen = np.maximum(0.0, cfg.restart_base_s + cfg.restart_per_gpu_s * workers - left[:, None])
-        pen *= cfg.churn_factor
-        for i, c in enumerate(group):
-            if c.doomed:
-                pen[i] = 0.0  # it restarts at the reclaim deadline anyway
-            elif c.cur <= tops[i]:
-                pen[i, c.cur] = 0.0  # keeping what it has costs nothing
-        value = (t[:, :1] - t) - pen
-        value = value[:, 1:] - value[:, :1]  # relative to x = 0
-        options = [
-            list(zip(range(1, top + 1), value[i, :top].tolist(), strict=True)) if top > 0 else []
-            for i, top in enumerate(tops)
-        ]
-        choice = solve_mckp(options, cap)
+        now = view.now
+        rates, pens = self._rates, self._pens
+        values: list[Sequence[float]] = []
+        for c, top in zip(group, tops, strict=True):
+            if top <= 0:
+                values.append(())
+                continue
+            job = c.job
+            r = rates.get((job, gpu_type, len(c.base_servers)))
+            if r is None or len(r) <= c.top:
+                r = self.rates(view, c, size)
+            rem = view.remaining_work(job)
+            left = view.restarting_until(job) - now
+            pen = pens.get((c.base, top, c.cur)) if left <= 0.0 and not c.doomed else None
+            if pen is None:
+                pen = self._penalty(c, top, left if left > 0.0 else 0.0)
+            # rem / r[x]: the remaining time on base + x workers; values relative to x = 0
+            r0 = r[0]
+            if top == 1 and r0 and r[1]:
+                t0 = rem / r0
+                values.append((((t0 - rem / r[1]) - pen[1]) - ((t0 - t0) - pen[0]),))
+            elif 0.0 in r[: top + 1]:
+                t = [_div(rem, x) for x in r[: top + 1]]
+                t0 = t[0]
+                v0 = (t0 - t0) - pen[0]
+                values.append([((t0 - tx) - px) - v0 for tx, px in zip(t[1:], pen[1:], strict=True)])
+            else:
+                t0 = rem / r0
+                v0 = (t0 - t0) - pen[0]
+                values.append([((t0 - rem / x) - px) - v0 for x, px in zip(r[1 : top + 1], pen[1:], strict=True)])
+        choice = solve_mckp_dense(values, cap)
         for c, i in zip(group, choice, strict=True):
             c.new = i + 1 if i >= 0 else 0
 
-    def _room_for(self, c: _Cand, fm: FreeMap) -> int:
-        """Virtual free GPUs of its type it could use (not on its base servers if grouped)."""
-        total = fm.type_total(c.gpu_type)
-        if self.group_flex:
-            total -= sum(int(fm.free[s]) for s in c.base_servers)
-        return max(0, total)
+    def _penalty(self, c: _Cand, top: int, left: float) -> list[float]:
+        """The restart cost of x = 0..top extra GPUs (cached: while a job is not restarting it
+        depends on its sizes only)."""
+        if c.doomed:  # it restarts at the reclaim deadline anyway
+            return [0.0] * (top + 1)
+        key = (c.base, top, c.cur)
+        pen = self._pens.get(key) if left == 0.0 else None
+        if pen is None:
+            cfg = self.config
+            rb, rg, churn = cfg.restart_base_s, cfg.restart_per_gpu_s, cfg.churn_factor
+            pen = [max(0.0, rb + rg * w - left) * churn for w in range(c.base, c.base + top + 1)]
+            if c.cur <= top:
+                pen[c.cur] = 0.0  # keeping what it has costs nothing
+            if left == 0.0:
+                self._pens[key] = pen
+        return pen
+
+    def _rooms(self, group: list[_Cand], fm: FreeMap) -> list[int]:
+        """Per job of one GPU type, the virtual free GPUs of its type it could use (not on its
+        base servers if grouped)."""
+        total = fm.type_total(group[0].gpu_type)
+        if not self.group_flex:
+            return [max(0, total)] * len(group)
+        free = fm.free
+        return [max(0, total - sum([free[s] for s in c.base_servers])) for c in group]
 
     # ------------------------------------------------------------------ placement and actions
     def _place(self, view: ClusterView, cands: dict[str, list[_Cand]], fm: FreeMap) -> list[tuple[_Cand, Alloc]]:
-        """New flexible placements (where they changed): keep first, then best fit."""
-        every = sorted((c for g in cands.values() for c in g), key=lambda c: c.job)
-        got: dict[int, dict[int, int]] = {}
-        want: dict[int, int] = {}
+        """New flexible placements (where they changed): keep first, then best fit.
+
+        Keeping never runs short: each job's own flexible GPUs are on the virtual map and the
+        other jobs keep only theirs, so the map is only updated (and read) if some job wants
+        more than it keeps."""
+        every = sorted((c for g in cands.values() for c in g), key=_job)
+        kept: list[tuple[_Cand, dict[int, int] | None, int]] = []  # None: keeps exactly what it has
+        wants = False
         for c in every:  # each job keeps what it has first, up to its new count
-            got[c.job], left = {}, c.new
-            for s, n in sorted(c.flex_ok, key=lambda a: (-a[1], a[0])):
-                m = min(n, left, int(fm.free[s]))
-                if m > 0:
-                    got[c.job][s] = m
-                    fm.take(((s, m),))
-                    left -= m
-            want[c.job] = left
+            if c.new == c.cur and c.flex_ok is c.flex:
+                kept.append((c, None, 0))
+            elif c.new >= c.cur:
+                left = c.new - c.cur
+                kept.append((c, dict(c.flex_ok), left))
+                wants = wants or left > 0
+            else:
+                part: dict[int, int] = {}
+                left = c.new
+                for s, n in sorted(c.flex_ok, key=lambda a: (-a[1], a[0])) if left > 0 else ():
+                    m = min(n, left)
+                    if m > 0:
+                        part[s] = m
+                        left -= m
+                kept.append((c, part, left))
+        if not wants:
+            return [(c, tuple(sorted(got.items()))) for c, got, _ in kept if got is not None and _changed(c, got)]
+        for c, got, _ in kept:
+            fm.take(c.flex_ok if got is None else tuple(got.items()))
+        kept.sort(key=lambda k: (-k[2], k[0].job))  # best fit decreasing
+        free = fm.free
         out: list[tuple[_Cand, Alloc]] = []
-        for c in sorted(every, key=lambda c: (-want[c.job], c.job)):  # best fit decreasing
-            mine, left = got[c.job], want[c.job]
+        for c, got, left in kept:
+            if got is None:
+                continue
+            mine = got
             exclude = c.base_servers if self.group_flex else frozenset()
             for key in self.placement.keys(view, view.job(c.job), c.gpu_type) if left else ():
-                avail = fm.total(key) - sum(int(fm.free[s]) for s in exclude if fm.index.key_of[s] == key)
+                avail = fm.total(key) - sum(free[s] for s in exclude if fm.index.key_of[s] == key)
                 m = min(left, avail)
                 if m <= 0:
                     continue
@@ -374,18 +528,17 @@ class ArylScaling:
                 left -= m
                 if left == 0:
                     break
-            new = tuple(sorted(mine.items()))
-            if new != tuple(sorted(c.state.flex)):
-                out.append((c, new))
+            if _changed(c, mine):
+                out.append((c, tuple(sorted(mine.items()))))
         return out
 
     def _emit(self, view: ClusterView, changes: list[tuple[_Cand, Alloc]]) -> Iterator[Action]:
         def fits(c: _Cand, new: Alloc) -> bool:
-            old = dict(c.state.flex)
+            old = dict(c.flex)
             return all(n <= view.free(s) + old.get(s, 0) for s, n in new)
 
         def shrink(c: _Cand, new: Alloc) -> bool:
-            old = dict(c.state.flex)
+            old = dict(c.flex)
             return all(n <= old.get(s, 0) for s, n in new)
 
         todo = [ch for ch in changes if not shrink(*ch)]
@@ -396,7 +549,7 @@ class ArylScaling:
             ready = [ch for ch in todo if fits(*ch)]
             if not ready:  # circular wait (rare): shrink each to what it keeps, then grow all
                 for c, new in todo:
-                    old = dict(c.state.flex)
+                    old = dict(c.flex)
                     yield Scale(c.job, tuple((s, min(n, old[s])) for s, n in new if s in old))
                 for c, new in todo:
                     yield Scale(c.job, new)
@@ -406,10 +559,6 @@ class ArylScaling:
             todo = [ch for ch in todo if ch not in ready]
 
 
-def _size(fm: FreeMap, gpu_type: str) -> int:
-    return max(int(fm.index.cap[k].max()) for k in fm.index.cap if k[0] == gpu_type)
-
-
 @dataclass
 class AfsScaling(ArylScaling):
     """AFS: greedy, one GPU at a time to the highest marginal throughput per GPU (see the module
@@ -417,17 +566,19 @@ class AfsScaling(ArylScaling):
     ``view.rate(w) / view.rate(1 worker, 1 server)`` on its type."""
 
     def allocate(self, view: ClusterView, group: list[_Cand], cap: int, fm: FreeMap) -> None:
-        size = _size(fm, group[0].gpu_type)
+        gpu_type = group[0].gpu_type
+        size = fm.index.type_size[gpu_type]
         heap: list[tuple[float, int, int]] = []
-        thr: dict[int, np.ndarray] = {}
-        for i, c in enumerate(group):
+        thr: dict[int, list[float]] = {}
+        for i, (c, room) in enumerate(zip(group, self._rooms(group, fm), strict=True)):
             c.new = 0
-            top = min(c.top, self._room_for(c, fm))
+            top = min(c.top, room)
             if top <= 0:
                 continue
-            one = view.rate(c.job, 1, 1, c.gpu_type)
-            thr[i] = self.rates(view, c, size)[: top + 1] / one
-            heapq.heappush(heap, (-(thr[i][1] - thr[i][0]), c.job, i))
+            one = view.rate(c.job, 1, 1, gpu_type)
+            r = self.rates(view, c, size)[: top + 1]
+            thr[i] = th = [x / one for x in r] if one else [_div(x, one) for x in r]
+            heapq.heappush(heap, (-(th[1] - th[0]), c.job, i))
         left = cap
         while heap and left > 0:
             gain, _, i = heapq.heappop(heap)

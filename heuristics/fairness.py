@@ -22,7 +22,9 @@ batch on its requested GPUs) per second in the system; ties (e.g. new jobs at 0)
 Gavel, unaware of dynamic adaptation, measures throughput at the profiled batch: a job in a
 larger-batch regime does more work per round and so looks better served.
 
-Neither reads ``JobSpec.duration`` or ``JobSpec.speed_phases``.
+Both keep a started job for ``min_run_rounds`` rounds (a lease, ours, as Themis' leases and as
+``shockwave``'s): without it time slicing restarts jobs every round, and in our engine each start
+costs the restart overhead. Neither reads ``JobSpec.duration`` or ``JobSpec.speed_phases``.
 """
 
 from __future__ import annotations
@@ -33,32 +35,24 @@ from dataclasses import dataclass, field
 from envs.sim.policy import Action, ClusterView, FewestJobsReclaim, JobStatus
 from heuristics.registry import register
 from heuristics.shockwave_estimate import RegimeObserver
-from heuristics.shockwave_rounds import capacity, round_actions
+from heuristics.shockwave_rounds import Leases, capacity, round_actions
 
 
 @dataclass(frozen=True)
 class FairConfig:
     """:param round_s: seconds per round (Shockwave's simulator: 120 s for every policy).
     :param min_run_rounds: a started job keeps its GPUs for at least this many consecutive rounds
-        (a lease, as Themis' and as ``shockwave``'s; ours: each start pays the restart overhead)."""
+        (a lease, as Themis' and as ``shockwave``'s; ours: each start pays the restart overhead;
+        doubled for a job each time a preemption cost it work, see ``shockwave_rounds.Leases``)."""
 
     round_s: float = 120.0
     min_run_rounds: int = 3
 
 
-class _Leases:
-    """Rounds each running job has run since it (re)started; the ones still within their lease."""
-
-    def __init__(self) -> None:
-        self._stint: dict[int, int] = {}
-
-    def tick(self, view: ClusterView) -> None:
-        self._stint = {j: self._stint.get(j, 0) + 1 for j in view.running if view.status_of(j) == JobStatus.RUNNING}
-
-    def order(self, ranked: list[int], rounds: int) -> list[int]:
-        """``ranked`` with the jobs still within their lease moved to the front (stable)."""
-        held = [j for j in ranked if 0 < self._stint.get(j, 0) < rounds]
-        return held + [j for j in ranked if not 0 < self._stint.get(j, 0) < rounds]
+def _leased_first(leases: Leases, ranked: list[int]) -> list[int]:
+    held = leases.held(ranked)
+    taken = set(held)
+    return held + [j for j in ranked if j not in taken]
 
 
 def _active(view: ClusterView) -> list[int]:
@@ -74,7 +68,7 @@ class Themis:
     def __post_init__(self) -> None:
         self.round_s: float | None = self.config.round_s
         self.observer = RegimeObserver()
-        self._leases = _Leases()
+        self._leases = Leases(self.config.min_run_rounds)
         self._reclaim = FewestJobsReclaim()
 
     def rho_hat(self, view: ClusterView, job: int, contention: float) -> float:
@@ -95,7 +89,7 @@ class Themis:
         contention = max(1.0, len(active) / max(1, capacity(view)))
         rho = {j: self.rho_hat(view, j, contention) for j in active}
         ranked = sorted(active, key=lambda j: (-rho[j], view.job(j).submit_time, j))
-        yield from round_actions(view, self._leases.order(ranked, self.config.min_run_rounds))
+        yield from round_actions(view, _leased_first(self._leases, ranked))
 
     def reclaim(self, view: ClusterView, k: int) -> list[int]:
         return list(self._reclaim.reclaim(view, k))
@@ -109,7 +103,7 @@ class MaxMin:
 
     def __post_init__(self) -> None:
         self.round_s: float | None = self.config.round_s
-        self._leases = _Leases()
+        self._leases = Leases(self.config.min_run_rounds)
         self._reclaim = FewestJobsReclaim()
 
     @staticmethod
@@ -124,7 +118,7 @@ class MaxMin:
         active = _active(view)
         tput = {j: self.normalised_throughput(view, j) for j in active}
         ranked = sorted(active, key=lambda j: (tput[j], view.job(j).submit_time, j))
-        yield from round_actions(view, self._leases.order(ranked, self.config.min_run_rounds))
+        yield from round_actions(view, _leased_first(self._leases, ranked))
 
     def reclaim(self, view: ClusterView, k: int) -> list[int]:
         return list(self._reclaim.reclaim(view, k))

@@ -1,27 +1,37 @@
 """Shockwave (Zheng et al., 2022): fair and efficient scheduling under dynamic adaptation.
 
-Round based. Every ``round_s`` the policy runs round ``r`` of its current plan; it re-plans at a
-round boundary when jobs arrived or finished since the last plan, or every ``replan_every``
+Round based. Every ``round_s`` the policy runs the next round of its current plan; it re-plans at
+a round boundary when jobs arrived or finished since the last plan, or every ``replan_every``
 rounds. A plan covers ``window_rounds`` rounds and is the MILP of :mod:`heuristics.shockwave_plan`:
 maximise ``(1/(N T)) sum_j log(progress_j after the window) - k max_j remaining_j`` under the
 capacity of each round and, per job, the finish-time-fairness constraint
 ``T_next + R_j / share <= rho_max F_hat_j`` (``T_next``: the end of the window, ``R_j``: the
 remaining time after it, ``share = min(1, GPUs / jobs)``, ``F_hat_j``: the smoothed fair finish
 time of :mod:`heuristics.shockwave_estimate`). If those constraints cannot all hold, they are
-dropped and each lagging job's log-progress is boosted by ``rho_hat_j ** lam``, where
-``rho_hat_j = (now + R_j / share) / F_hat_j`` (``rho_hat_j ** near_done_power`` for a lagging
-job with less than a round left, as Shockwave's ``priority_M``), capped at ``boost_cap`` (ours:
-keeps the MILP's coefficients within a solver's numerical range).
+dropped and each lagging job's log-progress is boosted by ``rho_hat_j ** lam``
+(``rho_hat_j ** near_done_power`` for a lagging job with less than a round left, as Shockwave's
+``priority_M``). Ours: ``rho_hat_j = (now - submit_j + R_j / share) / (F_hat_j - submit_j)``, the
+projected finish-time fairness measured from submission (Shockwave divides absolute timestamps,
+``(now + R_j / share) / F_hat_j``, so a job's lag depends on when the experiment started; the
+constraint above is written the same way, identical for ``rho_max = 1``); and when a boost would
+exceed ``boost_cap`` all are scaled down by the same factor (Shockwave's are unbounded: 2**100).
+In the ``dynamic`` scenario the constraint is nearly always infeasible (Shockwave's too: a job
+that would finish inside the window is still projected to finish at ``T_next``), so Shockwave
+runs on the boosts.
 
 Remaining times are the Dirichlet estimates over the job's batch-size regimes; the policy never
 reads ``JobSpec.duration`` or ``JobSpec.speed_phases`` (see :mod:`heuristics.shockwave_estimate`
 for exactly what it reads).
 
-Executing a round (:mod:`heuristics.shockwave_rounds`): the planned set, jobs in priority order
-(boost, then running ones, then the most lagging), then the work-conserving fill: the other jobs
-by longest estimated remaining time. Running jobs outside the round's set are preempted at the
-boundary (not gracefully; the ``dynamic`` scenario checkpoints every round, so no work is lost,
-and each resume pays the restart overhead). Between boundaries the policy does nothing.
+A plan is kept as the rounds each job gets in the window (the MILP's rounds are interchangeable).
+A round runs, in this order: the jobs within their lease (``min_run_rounds``, ours: each start
+pays the restart overhead, see :class:`heuristics.shockwave_rounds.Leases`); the plan's jobs for
+this round (:func:`heuristics.shockwave_plan.next_round`, ours: those that must run now to get
+their rounds, then by boost, running ones first, the most lagging); then the work-conserving
+fill: the other jobs by longest estimated remaining time. :mod:`heuristics.shockwave_rounds`
+places the round and preempts the running jobs outside it (not gracefully; the ``dynamic``
+scenario checkpoints every round, so no work is lost, and each resume pays the restart
+overhead). Between boundaries the policy does nothing.
 """
 
 from __future__ import annotations
@@ -38,7 +48,6 @@ from heuristics.registry import register
 from heuristics.shockwave_estimate import RegimeObserver
 from heuristics.shockwave_plan import (
     LOG_POINTS,
-    Plan,
     PlanInput,
     SolverLimits,
     chord_lines,
@@ -46,7 +55,7 @@ from heuristics.shockwave_plan import (
     solve,
     tangent_lines,
 )
-from heuristics.shockwave_rounds import capacity, round_actions
+from heuristics.shockwave_rounds import Leases, capacity, round_actions
 
 logger = logging.getLogger(__name__)
 
@@ -65,16 +74,19 @@ class ShockwaveConfig:
         factor (ours: keeps the MILP's coefficients in a solver's numerical range).
     :param boost_floor: smallest weight after that scaling (ours).
     :param momentum: weight of the time average in the smoothed fair finish time (Shockwave: 0.9).
-    :param fairness: enforce the finish-time-fairness constraint (off: the efficiency terms only).
+    :param fairness: enforce the finish-time-fairness constraint, and boost when it cannot hold
+        (off: the objective alone, every weight 1).
     :param time_limit_s: HiGHS time limit per call, a safety net (Shockwave: 15 s for Gurobi /
         MOSEK); a plan it cuts short is not reproducible (logged).
     :param node_limit: HiGHS branch-and-bound nodes per call: the deterministic budget (ours).
+    :param max_binaries: largest full MILP (jobs x rounds) tried when the counts do not pack (ours).
     :param mip_rel_gap: relative optimality gap (Shockwave: 1e-3).
     :param log_approx: ``tangent`` (cuts touching log at ``log_points``, above it) or ``chord``
         (Shockwave's interpolation between ``log_points``, below it, log(0) read as log(1e-6)).
     :param log_points: tangent points in (0, 1], or the breakpoints of the chords in [0, 1].
-    :param min_run_rounds: a started job that the new plan still runs keeps its GPUs for at least
-        this many consecutive rounds (ours: a lease; each start pays the restart overhead)."""
+    :param min_run_rounds: a started job keeps its GPUs for at least this many consecutive rounds
+        (ours: a lease; each start pays the restart overhead; doubled for a job each time a
+        preemption cost it work, see ``shockwave_rounds.Leases``)."""
 
     round_s: float = 120.0
     window_rounds: int = 20
@@ -87,9 +99,10 @@ class ShockwaveConfig:
     boost_floor: float = 1e-4
     momentum: float = 0.9
     fairness: bool = True
-    time_limit_s: float = 5.0
+    time_limit_s: float = 30.0
     node_limit: int = 2000
     mip_rel_gap: float = 1e-3
+    max_binaries: int = 4000
     log_approx: str = "tangent"
     log_points: tuple[float, ...] = LOG_POINTS
     min_run_rounds: int = 3
@@ -119,7 +132,7 @@ class Shockwave:
         if c.log_approx not in ("tangent", "chord"):
             raise ValueError(f"ShockwaveConfig.log_approx must be 'tangent' or 'chord', got {c.log_approx!r}")
         self._lines = tangent_lines(c.log_points) if c.log_approx == "tangent" else chord_lines(c.log_points)
-        self._limits = SolverLimits(self.config.time_limit_s, self.config.node_limit, self.config.mip_rel_gap)
+        self._limits = SolverLimits(c.time_limit_s, c.node_limit, c.mip_rel_gap, c.max_binaries)
         self.plans: list[PlanRecord] = []
         self._jobs: tuple[int, ...] = ()  # the jobs of the current plan
         self._counts = np.zeros(0, dtype=np.int64)  # rounds each still has in the plan
@@ -129,7 +142,7 @@ class Shockwave:
         self._at = 0  # rounds run since the plan was made
         self._priority: list[tuple[float, float, int]] = []  # (-weight, -rho_hat, job) per plan job
         self._remaining: dict[int, float] = {}
-        self._stint: dict[int, int] = {}  # rounds a running job has run since it (re)started
+        self._leases = Leases(c.min_run_rounds)
         self._reclaim = FewestJobsReclaim()
 
     # ------------------------------------------------------------------ decisions
@@ -138,22 +151,22 @@ class Shockwave:
         if not view.round_tick:
             return
         active = tuple(sorted([*view.pending, *(j for j in view.running if view.status_of(j) == JobStatus.RUNNING)]))
-        if not active:
+        if not active or capacity(view) == 0:
             return
-        self._stint = {j: self._stint.get(j, 0) + 1 for j in view.running if view.status_of(j) == JobStatus.RUNNING}
+        self._leases.tick(view)
         if active != self._jobs or self._at >= self.config.replan_every or self._left <= 0:
             self._plan(view, active, changed=set(active) != set(self._jobs))
-        chosen = [self._jobs[i] for i in self._next(view)]
-        taken = set(chosen)
+        held = self._leases.held(active)
+        chosen = [j for j in (self._jobs[i] for i in self._next(view, set(held))) if j not in set(held)]
+        taken = {*held, *chosen}
         rest = sorted((j for j in active if j not in taken), key=lambda j: (-self._remaining[j], j))
-        yield from round_actions(view, [*chosen, *rest])
+        yield from round_actions(view, [*held, *chosen, *rest])
 
-    def _next(self, view: ClusterView) -> list[int]:
+    def _next(self, view: ClusterView, held: set[int]) -> list[int]:
         """Indices (into the plan's jobs) of this round's planned jobs, most wanted first: jobs
-        within their lease, then by boost, running ones, the most lagging."""
-        c = self.config
+        within their lease (``held``), then by boost, running ones, the most lagging."""
         running = [view.status_of(j) == JobStatus.RUNNING for j in self._jobs]
-        leased = [running[i] and self._stint.get(j, 0) < c.min_run_rounds for i, j in enumerate(self._jobs)]
+        leased = [j in held for j in self._jobs]
         order = sorted(
             range(len(self._jobs)),
             key=lambda i: (not leased[i], self._priority[i][0], not running[i], *self._priority[i][1:]),
@@ -170,7 +183,7 @@ class Shockwave:
         for j in set(self._jobs) - set(active):
             self.observer.forget(j)
         gpus_total = capacity(view)
-        share = min(1.0, gpus_total / len(active))
+        share = max(min(1.0, gpus_total / len(active)), 1e-9)
         est = [self.observer.estimate(view, j) for j in active]
         progress = np.array([e[0] for e in est])
         remaining = np.maximum(np.array([e[1] for e in est]), 1.0)
@@ -196,13 +209,14 @@ class Shockwave:
         )
         # finish-time fairness of the projection, measured from submission (ours; Shockwave divides
         # absolute timestamps, which makes a job's lag depend on when the experiment started)
-        rho_hat = (now - submit + remaining / share) / np.maximum(fair_hat - submit, 1.0)
+        rho_hat = np.nan_to_num((now - submit + remaining / share) / np.maximum(fair_hat - submit, 1.0), posinf=1e9)
         weights = base.weights
-        plan: Plan | None = None
         if c.fairness:
             lower = remaining - share * (submit + c.rho_max * (fair_hat - submit) - t_next)
             plan = solve(_with(base, lower=lower), self._limits)
-        relaxed = plan is None or plan.status == "infeasible"
+        else:
+            plan = solve(base, self._limits)
+        relaxed = c.fairness and plan.status == "infeasible"
         if relaxed:
             lagging = rho_hat > c.rho_max
             power = np.where(remaining < c.round_s, c.near_done_power, c.lam)
@@ -212,8 +226,7 @@ class Shockwave:
             log_boost -= max(0.0, float(log_boost.max()) - np.log(c.boost_cap))
             weights = np.exp(np.maximum(log_boost, np.log(c.boost_floor)))
             plan = solve(_with(base, weights=weights), self._limits)
-        assert plan is not None
-        self.plans.append(PlanRecord(now, len(active), plan.status, relaxed and c.fairness, plan.seconds))
+        self.plans.append(PlanRecord(now, len(active), plan.status, relaxed, plan.seconds))
         self._jobs = active
         self._counts = plan.x.sum(axis=1).astype(np.int64)
         self._gpus = gpus

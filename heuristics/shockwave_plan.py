@@ -113,7 +113,8 @@ class PlanInput:
 @dataclass(frozen=True)
 class Plan:
     """:param x: ``(N, T)`` booleans, job j runs in round t.
-    :param status: ``optimal``, ``incumbent`` (time limit, best found), ``greedy`` (fallback) or
+    :param status: ``optimal``, ``incumbent`` (a limit hit, best found), ``trimmed`` (the counts,
+        trimmed to pack), ``greedy`` (fallback) or
         ``infeasible`` (the fairness bounds cannot hold; ``x`` is empty).
     :param objective: the approximated objective of ``x`` (:func:`objective`).
     :param seconds: wall-clock time of the solve."""
@@ -157,11 +158,15 @@ class SolverLimits:
     """:param time_limit: seconds per HiGHS call (a safety net: a plan cut by it depends on the
         machine's speed, and the run is then not reproducible; it is logged).
     :param node_limit: branch-and-bound nodes per HiGHS call: the deterministic budget.
-    :param gap: relative optimality gap."""
+    :param gap: relative optimality gap.
+    :param max_binaries: largest full MILP (jobs x rounds) :func:`solve` falls back to; beyond,
+        the counts that do not pack are trimmed (ours: a 900-job full MILP runs into the time
+        limit, and the run would not be reproducible)."""
 
     time_limit: float = 10.0
     node_limit: int = 2000
     gap: float = 1e-3
+    max_binaries: int = 4000
 
 
 def solve(inp: PlanInput, limits: SolverLimits | None = None) -> Plan:
@@ -171,7 +176,8 @@ def solve(inp: PlanInput, limits: SolverLimits | None = None) -> Plan:
     MILP over the counts under the total capacity ``sum_j g_j n_j <= G T``, a relaxation, is
     solved first; if :func:`pack` lays its counts into rounds, that ``x`` is optimal for the full
     MILP too. Otherwise the full MILP over ``x`` is solved (with the counts as integer variables,
-    on which branching is cheap; branching on the interchangeable rounds is not).
+    on which branching is cheap; branching on the interchangeable rounds is not), or, beyond
+    ``max_binaries``, the counts are packed with the jobs that do not fit trimmed (``trimmed``).
     """
     lim = limits or SolverLimits()
     t0 = time.perf_counter()
@@ -187,7 +193,13 @@ def solve(inp: PlanInput, limits: SolverLimits | None = None) -> Plan:
             return Plan(x, status, objective(inp, x), time.perf_counter() - t0)
     elif status == "infeasible":
         return Plan(np.zeros((n, t_n), dtype=bool), "infeasible", math.nan, time.perf_counter() - t0)
-    x_full, status = _milp(inp, lim, rounds=True)
+    if n * t_n > lim.max_binaries:
+        x = pack(counts if counts is not None else np.zeros(n, dtype=np.int64), inp.gpus, inp.capacity, t_n, trim=True)
+        if x is not None and counts is not None and _valid(inp, x):
+            return Plan(x, "trimmed", objective(inp, x), time.perf_counter() - t0)
+        x_full, status = None, "none"
+    else:
+        x_full, status = _milp(inp, lim, rounds=True)
     if x_full is not None and _valid(inp, x_full):
         return Plan(x_full, status, objective(inp, x_full), time.perf_counter() - t0)
     if status == "infeasible":
@@ -290,9 +302,10 @@ def _milp(inp: PlanInput, lim: SolverLimits, rounds: bool) -> tuple[np.ndarray |
     return np.round(res.x[i_n:iy]).astype(np.int64), status
 
 
-def pack(counts: np.ndarray, gpus: np.ndarray, capacity: int, rounds: int) -> np.ndarray | None:
+def pack(counts: np.ndarray, gpus: np.ndarray, capacity: int, rounds: int, trim: bool = False) -> np.ndarray | None:
     """Lay ``counts[j]`` rounds of each job into ``rounds`` rounds, largest jobs first, each into
-    its least loaded rounds (ties: earliest); ``None`` if some job does not fit."""
+    its least loaded rounds (ties: earliest); ``None`` if some job does not fit, or with ``trim``
+    that job gets the rounds that still have room for it."""
     x = np.zeros((len(counts), rounds), dtype=bool)
     load = np.zeros(rounds, dtype=np.int64)
     for j in sorted(range(len(counts)), key=lambda j: (-int(gpus[j]), -int(counts[j]), j)):
@@ -301,7 +314,9 @@ def pack(counts: np.ndarray, gpus: np.ndarray, capacity: int, rounds: int) -> np
             continue
         ok = np.flatnonzero(load + g <= capacity)
         if len(ok) < c:
-            return None
+            if not trim:
+                return None
+            c = len(ok)
         pick = ok[np.argsort(load[ok], kind="stable")[:c]]
         x[j, pick] = True
         load[pick] += g

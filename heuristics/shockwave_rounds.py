@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from envs.sim.model import Pool
+from envs.sim.model import GpuType, Pool
 from envs.sim.policy import Action, Alloc, ClusterView, JobStatus, Migrate, Preempt, Start
 
 
@@ -80,7 +80,7 @@ def place_round(view: ClusterView, jobs: Sequence[int]) -> tuple[dict[int, Alloc
                 sid = min(fits, key=lambda s: (max(0, g - (cap[s] - waiting_on[s])), cap[s], s))
                 alloc = ((sid, g),)
             else:
-                alloc = _spread(ok, cap, g)
+                alloc = _spread(ok, cap, gtype, g)
         for sid, n in cur:
             if sid in waiting_on:
                 waiting_on[sid] -= n
@@ -93,19 +93,21 @@ def place_round(view: ClusterView, jobs: Sequence[int]) -> tuple[dict[int, Alloc
     return targets, dropped
 
 
-def _spread(servers: list[int], cap: dict[int, int], g: int) -> Alloc | None:
-    """A gang larger than any server's room: the servers with the most room, fewest first used."""
-    order = sorted((s for s in servers if cap[s] > 0), key=lambda s: (-cap[s], s))
-    if sum(cap[s] for s in order) < g:
-        return None
-    out: list[tuple[int, int]] = []
-    left = g
-    for s in order:
-        take = min(cap[s], left)
-        out.append((s, take))
-        left -= take
-        if left == 0:
-            return tuple(sorted(out))
+def _spread(servers: list[int], cap: dict[int, int], gtype: dict[int, GpuType], g: int) -> Alloc | None:
+    """A gang larger than any server's room: servers of one GPU type (the types in the order of
+    their first server), those with the most room first."""
+    for t in dict.fromkeys(gtype[s] for s in servers):
+        order = sorted((s for s in servers if gtype[s] == t and cap[s] > 0), key=lambda s: (-cap[s], s))
+        if sum(cap[s] for s in order) < g:
+            continue
+        out: list[tuple[int, int]] = []
+        left = g
+        for s in order:
+            take = min(cap[s], left)
+            out.append((s, take))
+            left -= take
+            if left == 0:
+                return tuple(sorted(out))
     return None
 
 
@@ -154,3 +156,39 @@ def round_actions(view: ClusterView, candidates: Sequence[int]) -> Iterator[Acti
     starts = [j for j in chosen if view.status_of(j) == JobStatus.PENDING]
     for j in sorted(starts, key=lambda j: -view.job(j).num_gpus):
         yield Start(j, targets[j])
+
+
+class Leases:
+    """Leases (ours): a started job keeps its GPUs for ``rounds`` consecutive rounds; a job that
+    lost work when it was last preempted (its checkpoints are coarser than its stints) gets twice
+    its previous lease, so on any checkpoint interval every job eventually runs past a checkpoint.
+
+    Call :meth:`tick` once per round boundary, before choosing the round.
+    """
+
+    def __init__(self, rounds: int) -> None:
+        self.rounds = rounds
+        self._stint: dict[int, int] = {}  # rounds run since the job (re)started
+        self._lease: dict[int, int] = {}  # the job's lease, if longer than ``rounds``
+        self._work: dict[int, float] = {}  # work done when last seen running
+
+    def tick(self, view: ClusterView) -> None:
+        running = [j for j in view.running if view.status_of(j) == JobStatus.RUNNING]
+        for j, w in list(self._work.items()):
+            if view.status_of(j) == JobStatus.PENDING:
+                if view.state(j).work_done < w - 1e-9:
+                    self._lease[j] = 2 * self._lease.get(j, self.rounds)
+                del self._work[j]
+            elif view.status_of(j) == JobStatus.DONE:
+                del self._work[j]
+                self._lease.pop(j, None)
+        self._stint = {j: self._stint.get(j, 0) + 1 for j in running}
+        for j in running:
+            self._work[j] = view.state(j).work_done
+
+    def stint(self, job: int) -> int:
+        return self._stint.get(job, 0)
+
+    def held(self, jobs: Sequence[int]) -> list[int]:
+        """The running ones among ``jobs`` still within their lease, in the given order."""
+        return [j for j in jobs if 0 < self._stint.get(j, 0) < self._lease.get(j, self.rounds)]

@@ -50,7 +50,6 @@ TYPES = {t.name: t for t in (V100, A100, T4)}
 MODELS = ("resnet50", "bert", "vgg16", "gpt2", "cifar10", "ncf", "unknownnet")
 HORIZON_CAP = 30 * 86400.0  # every run ends: a livelocked policy cannot hang the suite
 POLICIES = [*registry.names(), "chaos"]
-
 PROPERTY = settings(
     max_examples=60,
     deadline=None,
@@ -86,7 +85,7 @@ def ints(lo: int, hi: int) -> st.SearchStrategy[int]:
     return st.integers(lo, hi)
 
 
-@functools.cache
+@functools.lru_cache(maxsize=None, typed=True)  # typed: JobClass.BE == 1 == 1.0 must not share
 def choice(*values: Any) -> st.SearchStrategy[Any]:
     return st.sampled_from(values)
 
@@ -122,6 +121,7 @@ def job_spec(
     lo, hi = (draw(ints(1, num)), draw(ints(num, 2 * num))) if draw(BOOL) else (num, num)
     duration = draw(DURATION)
     phases = draw(PHASES)
+    regimes: tuple[float, ...] = tuple(sorted({1.0, *(m for _, m in phases)})) if draw(BOOL) and phases else ()
     curve = draw(CURVE) if draw(BOOL) else None
     parts = draw(ints(1, min(num, 3)))
     return JobSpec(
@@ -140,7 +140,7 @@ def job_spec(
         grace_period=draw(choice(0.0, 10.0, 60.0, 300.0)),
         user=f"u{draw(ints(0, 2))}",
         speed_phases=phases,
-        speed_regimes=tuple(sorted({1.0, *(m for _, m in phases)})) if phases and draw(BOOL) else (),
+        speed_regimes=regimes,
         urgency=draw(choice(1.0, 1.0, 2.0, 4.0)),
         curve=curve,
         required_accuracy=draw(choice(None, 0.3, 0.6, 0.85)) if curve is not None else None,

@@ -1,21 +1,23 @@
 """Property-based invariants of the simulator (DESIGN section 2), over every registered policy.
 
-Hypothesis draws small worlds: 1-4 training servers of 4 or 8 GPUs (V100, sometimes one A100),
-0-4 T4 inference servers whose noisy demand curve (short ``step_s`` and ``notice_s``) loans and
-reclaims them within the episode, optional failures, optional finite horizon, and 1-30 jobs
-(submit times with ties, durations, GPU counts up to the capacity of an allowed type, elastic
-ranges, GPU-type constraints, grace periods, TE/BE, deadlines, speed phases). Every registered
-policy runs on each world, plus ``Chaos``: a test-only policy that borrows and takes random valid
-actions (starts anywhere, scales, migrates, preempts gracefully or not), so the engine's loan,
-reclaim and failure paths are exercised whatever the registered policies do.
+Every policy of ``heuristics.registry.names()`` (new ones are covered automatically) and the
+test-only ``Chaos`` policy run on hypothesis-drawn small worlds (``invariant_worlds.py``: small
+clusters with loaning inference servers, failures, horizons, and jobs with every ``JobSpec``
+feature). Three independent checkers:
 
-Three independent checkers:
-
-- ``check_view``: at every decision point and after every action, through the read-only view
-  (capacity, gang, GPU type, server states, the cluster's free-GPU index, time accounting);
-- ``replay``: the event log re-played on its own (occupancy per server after every record,
-  the per-job state machine, loans and reclaims, queued time), against the result;
-- ``check_result``: per-job work, time and GPU-second bounds, usage integrals and ``summarize``.
+- ``check_view``, through the read-only view at every decision point, after every action and at
+  every reclaim: no server holds more GPUs than it has; a running job holds all its base workers
+  (``num_gpus`` if inelastic, ``min_gpus..max_gpus`` with flex if elastic) on one allowed GPU
+  type, anything else holds nothing; inference and failed servers hold nothing; a reclaiming
+  server's deadline has not passed; the free-GPU index equals brute force; a job's rate is what
+  its placement gives; queued + holding time = time since submission;
+- ``replay``: the event log re-played on its own (occupancy per server after every record, each
+  job's state machine with exactly one arrival and at most one finish, nothing after it, loans
+  and reclaims: a reclaimed server is returned empty exactly at its deadline), against the result;
+- ``check_result``: work conserved (``work_done == work`` for a finished job unless it was
+  stopped at a required accuracy; lost work >= 0), provable lower bounds on each finished job's
+  JCT and GPU-seconds, usage integrals within capacity, and ``summarize`` (finite numbers or None,
+  shares in [0, 1]).
 """
 
 from __future__ import annotations
@@ -25,12 +27,11 @@ import re
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import Phase, event, given, note, settings
+from hypothesis import event, given, note
 from invariant_worlds import (
     HORIZON_CAP,
     MODELS,
@@ -45,11 +46,12 @@ from invariant_worlds import (
     worlds,
 )
 
-from envs.sim.engine import Engine, SimConfig, SimResult
-from envs.sim.inference import DemandCurve, InferenceConfig
+from envs.sim.accuracy import DEFAULT_CURVE
+from envs.sim.engine import SimConfig, SimResult
+from envs.sim.inference import InferenceConfig
 from envs.sim.metrics import METRICS, summarize
-from envs.sim.model import A100, T4, V100, GpuType, JobSpec, Pool, ServerSpec
-from envs.sim.policy import PLACEABLE, Action, Alloc, ClusterView, JobStatus, ServerStatus, Start
+from envs.sim.model import T4, V100, GpuType, JobSpec, Pool, ServerSpec
+from envs.sim.policy import PLACEABLE, Action, Alloc, ClusterView, JobStatus, ServerStatus
 
 EPS = 1e-9
 
@@ -72,8 +74,9 @@ def check_gang(spec: JobSpec, base: Alloc, flex: Alloc, types: Sequence[GpuType]
     assert spec.allows(types[0]), f"job {spec.job_id} runs on {types[0].name}, allowed {spec.gpu_types}"
 
 
-def check_view(view: ClusterView, config: SimConfig) -> None:
-    """Everything the view shows is consistent (called at every decision and after every action)."""
+def check_view(view: ClusterView, config: SimConfig, jobs: Sequence[int] | None = None) -> None:
+    """Everything the view shows is consistent: every server, then the free-GPU index and every
+    job, or (``jobs`` given: after an action) only those jobs."""
     now = view.now
     servers = view.servers
     held: dict[int, dict[int, int]] = defaultdict(dict)
@@ -100,7 +103,7 @@ def check_view(view: ClusterView, config: SimConfig) -> None:
         for job, n in on:
             held[job][sid] = n
     # the cluster's free-GPU index against brute force
-    for tname, pool in view.pool_types():
+    for tname, pool in view.pool_types() if jobs is None else ():
         mine = [s for s in servers if s.gpu_type.name == tname and s.pool == pool]
         frees = {s.server_id: int(free_arr[s.server_id]) for s in mine}
         assert view.total_free(tname, pool) == sum(frees.values())
@@ -110,7 +113,7 @@ def check_view(view: ClusterView, config: SimConfig) -> None:
             assert view.best_fit(tname, pool, need) == (min(fits, key=lambda s: (frees[s], s)) if fits else None)
     running, pending = set(view.running), set(view.pending)
     assert not running & pending
-    for j in range(view.num_jobs):
+    for j in range(view.num_jobs) if jobs is None else jobs:
         spec, state, status = view.job(j), view.state(j), view.status_of(j)
         assert (j in running) == (status in (JobStatus.RUNNING, JobStatus.PREEMPTING))
         assert (j in pending) == (status == JobStatus.PENDING)
@@ -172,10 +175,14 @@ class Checked:
     def decide(self, view: ClusterView) -> Iterator[Action]:
         self.decisions += 1
         self._tick(view)
+        acted = False
         for action in self.inner.decide(view):
             yield action
             self.actions += 1
-            check_view(view, self.config)
+            acted = True
+            check_view(view, self.config, (action.job,))  # servers, and the job acted on
+        if acted:
+            check_view(view, self.config)  # everything, once the decision is applied
 
     def reclaim(self, view: ClusterView, k: int) -> list[int]:
         self.reclaims += 1
@@ -207,7 +214,6 @@ class Replay:
     lost: np.ndarray
     stopped: np.ndarray
     kinds: set[str]
-    early_returns: int  # reclaimed servers returned early by a stale deadline (KNOWN_ENGINE_BUGS)
 
 
 def replay(world: World, r: SimResult) -> Replay:
@@ -228,8 +234,6 @@ def replay(world: World, r: SimResult) -> Replay:
     occupancy = [0] * len(servers)
     kinds: set[str] = set()
     stopped = np.zeros(n, dtype=bool)
-    stale: dict[int, set[float]] = defaultdict(set)
-    early_returns = 0
 
     def release(j: int, t: float) -> None:
         for sid, g in hold[j].items():
@@ -319,14 +323,8 @@ def replay(world: World, r: SimResult) -> Replay:
                 assert math.isclose(float(detail.split()[1]), d, rel_tol=1e-5)
                 srv[who], deadline[who] = "C", d
             elif what in ("returned", "fail"):
-                if what == "fail" and srv[who] == "C" and deadline[who] > t:
-                    stale[who].add(deadline[who])  # the engine still holds this DEADLINE event
                 if what == "returned":
-                    assert srv[who] == "C", f"server {who} returned in state {srv[who]}"
-                    if t != deadline[who] and "stale-deadline" in KNOWN_ENGINE_BUGS and t in stale[who]:
-                        early_returns += 1
-                    else:
-                        assert t == deadline[who], f"server {who} returned at {t}, due {deadline[who]}"
+                    assert srv[who] == "C" and t == deadline[who], f"server {who} returned at {t}, due {deadline[who]}"
                 # the engine empties the server first; only jobs in their grace period may be left
                 for j in range(n):
                     if who in hold[j]:
@@ -348,7 +346,7 @@ def replay(world: World, r: SimResult) -> Replay:
     for sid, st_ in enumerate(srv):
         if st_ == "C":
             assert deadline[sid] > end, f"server {sid}: reclaim deadline {deadline[sid]} passed at end {end}"
-    return Replay(queued, first_start, counts, lost, stopped, kinds, early_returns)
+    return Replay(queued, first_start, counts, lost, stopped, kinds)
 
 
 # ----------------------------------------------------------------------------- the result checker
@@ -446,10 +444,15 @@ def check_result(world: World, r: SimResult, rp: Replay) -> None:
     for k, v in m.items():
         assert v is None or (isinstance(v, int | float) and math.isfinite(v)), f"{k} = {v!r}"
     assert m["jobs_finished"] == int(done.sum()) and m["jobs_unfinished"] == len(specs) - int(done.sum())
-    for k in ("utilization", "utilization_training", "utilization_loaned", "unfair_fraction", "deadline_hit_ratio"):
-        assert m[k] is None or 0.0 <= m[k] <= 1.0 + EPS, f"{k} = {m[k]} outside [0, 1]"
+    shares = ("utilization", "utilization_training", "utilization_loaned", "unfair_fraction", "deadline_hit_ratio")
+    for k in (*shares, "accuracy_hit_ratio", "avg_final_accuracy"):
+        v = m.get(k)
+        assert v is None or 0.0 <= v <= 1.0 + EPS, f"{k} = {v} outside [0, 1]"
     for k in ("avg_queue_s", "p50_queue_s", "p99_queue_s", "avg_jct_s", "makespan_s", "fee", "gpu_hours_lost"):
-        assert m[k] is None or m[k] >= 0.0, f"{k} = {m[k]}"
+        v = m[k]
+        assert v is None or v >= 0.0, f"{k} = {v}"
+    if "stopped_early" in m:
+        assert m["stopped_early"] == int(r.stopped.sum())
 
 
 def run_checked(world: World, name: str) -> tuple[SimResult, Replay, Checked]:
@@ -461,47 +464,32 @@ def run_checked(world: World, name: str) -> tuple[SimResult, Replay, Checked]:
 
 
 # ----------------------------------------------------------------------------- tests
-#: Engine bugs the property tests tolerate, each pinned by an xfail(strict) regression test below
-#: (remove the entry when that test starts to pass).
-KNOWN_ENGINE_BUGS = {"stale-deadline"}
-#: Policies whose property test fails today: policy -> reason (xfail, strict, no shrinking).
-TYPE_MIX = (
-    "heuristics/shockwave_rounds.py place_round/_spread spreads a gang over servers of different "
-    "GPU types (DecisionError 'one GPU type per job'); see test_round_placement_keeps_one_gpu_type"
-)
-KNOWN_BUGS: dict[str, str] = {"shockwave": TYPE_MIX, "themis": TYPE_MIX, "maxmin": TYPE_MIX}
-
-
 def check_policy(name: str, world: World) -> None:
     r, rp, policy = run_checked(world, name)
     note(f"decisions={policy.decisions} actions={policy.actions} reclaims={policy.reclaims} kinds={sorted(rp.kinds)}")
     for kind in sorted(rp.kinds - {"arrive", "start", "finish"}):
         event(f"logged {kind}")
     event(f"truncated={r.truncated}")
+    if r.stopped.any():
+        event("stopped early")
+    if rp.counts["reclaim_preempt"].any():
+        event("preempted by a reclaim")
     if name != "chaos" and not world.failures and world.config.horizon_s == HORIZON_CAP:
         # liveness: every job fits a type it allows, nothing breaks, the horizon is a month
         assert not r.truncated, f"{name} left {int(np.isnan(r.finish).sum())} feasible jobs unfinished"
 
 
-@pytest.mark.parametrize("name", [p for p in POLICIES if p not in KNOWN_BUGS])
+@pytest.mark.parametrize("name", POLICIES)
 @PROPERTY
 @given(world=worlds())
 def test_invariants_hold_for_every_policy(name: str, world: World) -> None:
     check_policy(name, world)
 
 
-@pytest.mark.parametrize(
-    "name", [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=KNOWN_BUGS[p])) for p in KNOWN_BUGS]
-)
-@settings(PROPERTY, phases=[Phase.explicit, Phase.generate])  # known to fail: do not spend minutes shrinking
-@given(world=worlds())
-def test_invariants_of_policies_with_known_bugs(name: str, world: World) -> None:
-    check_policy(name, world)
-
-
 def test_chaos_worlds_exercise_every_mechanism() -> None:
     """The checks above have something to check: on a fixed busy world, the chaos policy's runs
-    loan, reclaim, return, fail, repair, scale, migrate and preempt (gracefully, and by reclaim)."""
+    loan, reclaim, return, fail, repair, scale, migrate, preempt (gracefully, and by reclaim) and
+    stop jobs at their required accuracy."""
     servers = [ServerSpec(0, V100, 8, Pool.TRAINING), ServerSpec(1, V100, 4, Pool.TRAINING)]
     servers += [ServerSpec(2 + i, T4, 8, Pool.INFERENCE) for i in range(3)]
     jobs = tuple(
@@ -517,6 +505,8 @@ def test_chaos_worlds_exercise_every_mechanism() -> None:
             gpu_types=None if i % 2 else frozenset({V100.name}),
             grace_period=60.0 * (i % 2),
             speed_phases=((0.0, 1.0), (0.5, 2.0)) if i % 5 == 0 else (),
+            curve=DEFAULT_CURVE if i % 4 == 0 else None,
+            required_accuracy=0.5 if i % 4 == 0 else None,
         )
         for i in range(24)
     )
@@ -527,9 +517,10 @@ def test_chaos_worlds_exercise_every_mechanism() -> None:
         r, rp, _ = run_checked(World(tuple(servers), jobs, inference, config, seed), "chaos")
         assert r.log is not None
         kinds |= rp.kinds
-        kinds |= {f"preempt {d.split()[-1]}" for _, what, _, d in r.log if what == "preempt"}
+        kinds |= {f"{what} {d.split()[-1]}" for _, what, _, d in r.log if what == "preempt"}
+        kinds |= {"finish stopped" for _, what, _, d in r.log if what == "finish" and d.startswith("stopped")}
     expected = {"loan", "reclaim", "returned", "fail", "repair", "scale", "migrate", "phase", "finish"}
-    assert expected | {"preempt graceful", "preempt reclaim"} <= kinds, kinds
+    assert expected | {"preempt graceful", "preempt reclaim", "finish stopped"} <= kinds, kinds
 
 
 def test_replay_catches_an_over_allocation() -> None:
@@ -548,78 +539,3 @@ def test_replay_catches_an_over_allocation() -> None:
     forged.insert(forged.index((0.0, "start", 0, "s0x4")) + 1, (0.0, "start", 1, "s0x4"))
     with pytest.raises(AssertionError, match="over capacity"):
         replay(world, replace(r, log=forged))
-
-
-# ----------------------------------------------------------------------------- regressions of bugs found
-class _ScriptedFailures:
-    """Failure draws in order (the engine spawns its failure and speed streams from this)."""
-
-    def __init__(self, draws: list[float]) -> None:
-        self.draws = draws
-
-    def spawn(self, n: int) -> list[_ScriptedFailures]:
-        return [self] * n
-
-    def exponential(self, scale: float) -> float:
-        return self.draws.pop(0)
-
-
-class _StartOnLoan:
-    name, borrows, round_s = "script", True, None
-
-    def decide(self, view: ClusterView) -> Iterator[Action]:
-        if view.now == 300.0:
-            yield Start(0, ((1, 8),))
-
-    def reclaim(self, view: ClusterView, k: int) -> list[int]:
-        return list(view.loaned_servers())[:k]
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine bug: _on_deadline acts on any DEADLINE event while the server is RECLAIMING; a "
-    "deadline left over from a reclaim interrupted by a failure returns the server at the old "
-    "deadline, before the notice of a later reclaim ends (fix: ignore the event unless its time is "
-    "cluster.deadline[sid])",
-)
-def test_a_stale_reclaim_deadline_does_not_cut_a_later_notice_short(tmp_path: Path) -> None:
-    # inference server 1: loaned at 0, reclaimed at 100 (deadline 700), fails at 150, repaired at
-    # 200, loaned again at 300 (job 0 starts there), reclaimed at 400: deadline 1000. The deadline
-    # of 700 must not return it.
-    series = tmp_path / "demand.csv"
-    series.write_text("time_s,utilization\n0,0\n100,1\n300,0\n400,1\n")
-    inference = InferenceConfig(series_csv=str(series), step_s=100.0, headroom=0.0, notice_s=600.0)
-    servers = [ServerSpec(0, V100, 8, Pool.TRAINING), ServerSpec(1, T4, 8, Pool.INFERENCE)]
-    jobs = [JobSpec(0, "j0", 0.0, 5000.0, 8, 8, 8, "m")]
-    config = SimConfig(
-        restart_base_s=0.0, restart_per_gpu_s=0.0, checkpoint_interval_s=0.0, mtbf_h=1.0, horizon_s=1050.0, sample_s=0.0
-    )
-    failures = _ScriptedFailures([1e9, 150.0, 50.0, 1e9])  # server 0 never; server 1 at 150, for 50 s
-    engine = Engine(servers, jobs, _StartOnLoan(), TP, DemandCurve(inference, 1), config, failures, log=True)  # type: ignore[arg-type]
-    r = engine.run()
-    assert r.log is not None
-    log = [e for e in r.log if e[1] in ("reclaim", "fail", "repair", "loan", "preempt", "returned")]
-    assert log[:6] == [
-        (0.0, "loan", 1, ""),
-        (100.0, "reclaim", 1, "deadline 700"),
-        (150.0, "fail", 1, ""),
-        (200.0, "repair", 1, ""),
-        (300.0, "loan", 1, ""),
-        (400.0, "reclaim", 1, "deadline 1000"),
-    ]
-    assert log[6:8] == [(1000.0, "preempt", 0, "lost 0 reclaim"), (1000.0, "returned", 1, "")]  # today: at 700
-
-
-@pytest.mark.parametrize("name", [p for p in ("shockwave", "themis", "maxmin") if p in POLICIES])
-@pytest.mark.xfail(strict=True, reason=TYPE_MIX)
-def test_round_placement_keeps_one_gpu_type(name: str) -> None:
-    # 4 V100 + 4 A100 + 4 V100 GPUs; a 6-GPU job of any type fits only on the two V100 servers
-    servers = (
-        ServerSpec(0, V100, 4, Pool.TRAINING),
-        ServerSpec(1, A100, 4, Pool.TRAINING),
-        ServerSpec(2, V100, 4, Pool.TRAINING),
-    )
-    world = World(servers, (JobSpec(0, "j0", 0.0, 100.0, 6, 6, 6, "resnet50"),), None, SimConfig(sample_s=0.0), 0)
-    r = simulate(world, make_policy(name, world))
-    assert r.log is not None
-    assert [e for e in r.log if e[1] == "start"] == [(0.0, "start", 0, "s0x4 s2x2")]

@@ -123,6 +123,8 @@ def test_counts_that_do_not_pack_fall_back_to_the_full_milp():
     # 8 GPUs, 2 rounds: an 8-GPU job for one round and a 4-GPU job for both fill 16 GPU-rounds,
     # but the 4-GPU job cannot share a round with the 8-GPU one
     assert pack(np.array([1, 2]), np.array([8, 4]), 8, 2) is None
+    trimmed = pack(np.array([1, 2]), np.array([8, 4]), 8, 2, trim=True)
+    assert trimmed is not None and trimmed.astype(int).tolist() == [[1, 0], [0, 1]]
     packed = pack(np.array([1, 1, 1]), np.array([8, 4, 4]), 8, 2)
     assert packed is not None and packed.astype(int).tolist() == [[1, 0], [0, 1], [0, 1]]
     inp = PlanInput(
@@ -430,7 +432,6 @@ def test_adapt_jobs_modes_durations_and_regimes():
     assert a == adapt_jobs(jobs, DynamicConfig(), np.random.default_rng(7))
 
 
-@pytest.mark.skipif(not hasattr(base.Scenario, "make_jobs"), reason="needs Scenario.make_jobs in scenarios/base.py")
 def test_dynamic_scenario_builds_shockwave_jobs():
     b = base.build(get("dynamic"), 0)
     assert len(b.jobs) == 120

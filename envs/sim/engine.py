@@ -305,9 +305,10 @@ class Engine:
         self.cap_loaned = 0
         self._inference_ids = [s.server_id for s in cl.servers if s.pool == Pool.INFERENCE]
         self._inference_failed = 0  # inference servers down now
+        self.cap_inference_up = self.cap_inference  # GPUs of the inference servers that are up
         self.n_loaned = 0  # servers on loan (reclaiming ones included)
         self.in_system = 0
-        self.inference_gpus = 0.0  # GPUs the inference cluster uses now
+        self.inference_gpus = 0.0  # GPUs the inference cluster needs now
         self.i_busy_training = 0.0
         self.i_busy_loaned = 0.0
         self.i_cap_training = 0.0
@@ -348,7 +349,8 @@ class Engine:
             self.i_cap_training += self.cap_training * dt
             self.i_cap_loaned += self.cap_loaned * dt
             self.i_in_system += self.in_system * dt
-            self.i_inference += self.inference_gpus * dt
+            # it uses what it needs of the GPUs it holds (loaned ones are the training side's)
+            self.i_inference += min(self.inference_gpus, self.cap_inference_up - self.cap_loaned) * dt
             self.i_slowdown += self.in_system_w * dt
             self.i_price += self.price_rate * dt
             self._t_last = t
@@ -517,13 +519,8 @@ class Engine:
         d, cl = self.demand, self.cluster
         u = d.utilization(self.now)
         self._push(self.now + d.config.step_s, DEMAND)
-        if self._inference_failed:
-            up = [s for s in self._inference_ids if cl.status[s] != ServerStatus.FAILED]
-            self.inference_gpus = u * sum(cl.servers[s].num_gpus for s in up)
-            n_up = len(up)
-        else:
-            self.inference_gpus = u * self.cap_inference
-            n_up = len(self._inference_ids)
+        self.inference_gpus = u * self.cap_inference_up
+        n_up = len(self._inference_ids) - self._inference_failed
         if not self.scheduler.borrows:
             return False
         desired = max(0, n_up - d.servers_needed(u))
@@ -576,7 +573,9 @@ class Engine:
         elif was == ServerStatus.AVAILABLE:
             self.cap_training -= cl.servers[sid].num_gpus
         cl.set_status(sid, ServerStatus.FAILED)
-        self._inference_failed += int(cl.servers[sid].pool == Pool.INFERENCE)
+        if cl.servers[sid].pool == Pool.INFERENCE:
+            self._inference_failed += 1
+            self.cap_inference_up -= cl.servers[sid].num_gpus
         self._push(self.now + float(self.rng_fail.exponential(self.config.repair_h * 3600.0)), REPAIR, sid)
         if self._trace:
             self._record("fail", sid)
@@ -591,6 +590,7 @@ class Engine:
         else:
             cl.set_status(sid, ServerStatus.INFERENCE)
             self._inference_failed -= 1
+            self.cap_inference_up += s.num_gpus
         self._push(self.now + float(self.rng_fail.exponential(self.config.mtbf_h * 3600.0)), FAIL, sid)
         if self._trace:
             self._record("repair", sid)
@@ -714,7 +714,8 @@ class Engine:
     def _settle(self, j: _Job) -> None:
         start = j.last_settle if j.last_settle > j.progress_from else j.progress_from
         if self.now > start and j.rate > 0.0:
-            j.work_done += j.rate * (self.now - start)
+            # never past the next milestone: a rounding error there would schedule it in the past
+            j.work_done = min(j.work_done + j.rate * (self.now - start), j.bounds[j.phase])
         j.last_settle = self.now
 
     def _account(self, j: _Job) -> None:
@@ -859,7 +860,8 @@ class Engine:
                 self._record("preempt", j.idx, "graceful")
             return
         c = self.config.checkpoint_interval_s
-        lost = (j.work_done - j.restore) % c if c > 0.0 else 0.0
+        # a graceful preemption of a job with no grace period checkpoints at once: nothing is lost
+        lost = (j.work_done - j.restore) % c if c > 0.0 and not graceful else 0.0
         if lost > 0.0:
             if j.rate > 0.0:
                 j.lost_gpu_s += lost / j.rate * j.workers

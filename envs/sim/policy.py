@@ -17,6 +17,7 @@ loop that joins them; the ordering env runs exactly this loop with an agent in t
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -47,6 +48,7 @@ class ServerStatus(enum.IntEnum):
 
 
 PLACEABLE = (ServerStatus.AVAILABLE, ServerStatus.LOANED)
+_RUNNING = JobStatus.RUNNING  # for the hot accessors (an enum member lookup costs more than the test)
 
 
 # ----------------------------------------------------------------------------- actions
@@ -222,6 +224,28 @@ class ClusterView:
     def status_of(self, job: int) -> JobStatus:
         return self._e.jobs[job].status  # type: ignore[no-any-return]
 
+    def allocation(self, job: int) -> tuple[JobStatus, str | None, Alloc, Alloc]:
+        """(status, GPU type name or None, base workers, flexible workers) of the job now: the
+        ``status``, ``gpu_type``, ``base`` and ``flex`` of ``state(job)``, without the snapshot."""
+        j = self._e.jobs[job]
+        return j.status, (j.gpu_type.name if j.gpu_type is not None else None), j.base, j.flex
+
+    def remaining_work(self, job: int) -> float:
+        """``state(job).remaining_work`` (settled to now), without the snapshot."""
+        j = self._e.jobs[job]
+        done = j.work_done
+        if j.status == _RUNNING:
+            now = self._e.now
+            start = max(j.last_settle, j.progress_from)
+            if now > start:
+                done = min(j.work, done + j.rate * (now - start))
+        return max(0.0, j.work - done)  # type: ignore[no-any-return]
+
+    def restarting_until(self, job: int) -> float:
+        """``state(job).restarting_until``: no progress before this time (nan unless running)."""
+        j = self._e.jobs[job]
+        return j.progress_from if j.status == _RUNNING else math.nan  # type: ignore[no-any-return]
+
     def rate(self, job: int, workers: int, servers: int, gpu_type: str) -> float:
         """Work per second ``job`` would make with ``workers`` GPUs of ``gpu_type`` over
         ``servers`` servers (machine speed factors and speed phases not included)."""
@@ -258,6 +282,11 @@ class ClusterView:
             self._cache = (cl.version, a)
         return self._cache[1]
 
+    def free_list(self) -> list[int]:
+        """``free_gpus()`` as a new plain list (the caller may edit it; cheaper than the array)."""
+        cl = self._e.cluster
+        return [f if st in PLACEABLE else 0 for f, st in zip(cl.free, cl.status, strict=True)]
+
     def pool_types(self) -> tuple[tuple[str, Pool], ...]:
         """The (GPU type name, pool) pairs the cluster has."""
         return self._e.cluster.pool_types  # type: ignore[no-any-return]
@@ -288,6 +317,10 @@ class ClusterView:
 
     def reclaiming_servers(self) -> tuple[int, ...]:
         return tuple(self._e.cluster.servers_with(ServerStatus.RECLAIMING))
+
+    def unplaceable_servers(self) -> tuple[int, ...]:
+        """Servers where nothing may be placed now (``not placeable(s)``), in id order."""
+        return tuple(i for i, st in enumerate(self._e.cluster.status) if st not in PLACEABLE)
 
 
 # ----------------------------------------------------------------------------- protocols

@@ -66,8 +66,8 @@ Shockwave's (and Gavel's) runtime does at the end of each lease, so a round-leve
 loses no work. The restart overhead stays the project's default (30 s + 1 s per GPU per start):
 a preempted job pays it when it resumes, so churn costs round-based policies throughput.
 
-Needs ``Scenario.make_jobs`` in ``scenarios/base.py`` (the hook through which a scenario adds
-attributes the generic workload does not draw); without it the jobs come out static.
+The phases are added through ``Scenario.make_jobs`` (the scenario's own seed stream), after the
+generic workload has drawn submit times, GPUs, durations and models.
 """
 
 from __future__ import annotations
