@@ -45,7 +45,7 @@ from heuristics import registry
 log = logging.getLogger(__name__)
 
 ORDERING, PLACEMENT = "ordering", "placement"
-SCHED_KEYS = ("avg_jct_s", "p95_jct_s", "avg_queue_s", "utilization", "preemptions")
+SCHED_KEYS = ("avg_jct_s", "p95_jct_s", "avg_queue_s", "utilization", "preemptions", "jobs_unfinished")
 
 
 @dataclass
@@ -349,7 +349,8 @@ class Trainer:
         logger.dump(step=step)
         entry = {"steps": step, "agent": agent, "baselines": self._baselines}
         self.state.evals.append(entry)
-        improved = agent["avg_jct_s"] < self.state.best_jct
+        # the average JCT counts finished jobs only: a checkpoint that leaves jobs unfinished is never the best
+        improved = agent["jobs_unfinished"] == 0 and agent["avg_jct_s"] < self.state.best_jct
         if improved:
             self.state.best_jct = agent["avg_jct_s"]
         self.save(best=improved)

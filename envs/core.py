@@ -212,12 +212,13 @@ class Core:
             self.advance()
         return [], []
 
-    @staticmethod
-    def ordering_mask(fits: list[bool], slots: int) -> np.ndarray:
-        """Valid ordering actions: the slots of jobs that can start, and "advance" (index ``slots``)."""
+    def ordering_mask(self, fits: list[bool], slots: int) -> np.ndarray:
+        """Valid ordering actions: the slots of jobs that can start, and "advance" (index
+        ``slots``), unless the cluster is idle while a job can start: nothing would change until
+        the next arrival, and a deterministic agent that advances there idles forever."""
         mask = np.zeros(slots + 1, dtype=bool)
         mask[: len(fits)] = fits
-        mask[slots] = True
+        mask[slots] = bool(self.view.running) or not any(fits)
         return mask
 
     # ------------------------------------------------------------------ worker-by-worker placement

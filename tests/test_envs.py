@@ -112,6 +112,19 @@ def test_an_action_outside_the_mask_raises(env_id):
         env.step(bad)
 
 
+def test_an_agent_that_always_waits_cannot_idle_the_cluster_forever():
+    """"Advance" is masked while nothing runs and a job could start: an agent that advances
+    whenever it may still finishes every job (it used to idle until the stall guard cut the
+    episode, and its average JCT then counted only the jobs that had finished)."""
+    env = make("loangym/Ordering-v0", "default").unwrapped
+    _, info = env.reset(seed=0)
+    assert not env.core.view.running and not info["action_mask"][-1]
+    te = tr = False
+    while not (te or tr):
+        _, _, te, tr, info = env.step(int(np.flatnonzero(info["action_mask"])[-1]))
+    assert te and not tr and info["metrics"]["jobs_unfinished"] == 0
+
+
 def test_jct_reward_sums_to_minus_mean_jct_in_hours():
     env = make("loangym/Ordering-v0", "default").unwrapped
     env.reset(seed=3)
