@@ -113,7 +113,7 @@ def test_an_action_outside_the_mask_raises(env_id):
 
 
 def test_an_agent_that_always_waits_cannot_idle_the_cluster_forever():
-    """"Advance" is masked while nothing runs and a job could start: an agent that advances
+    """The "advance" action is masked while nothing runs and a job could start: an agent that advances
     whenever it may still finishes every job (it used to idle until the stall guard cut the
     episode, and its average JCT then counted only the jobs that had finished)."""
     env = make("loangym/Ordering-v0", "default").unwrapped
