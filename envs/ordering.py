@@ -63,7 +63,10 @@ class OrderingEnv(CoreEnv):
     ## Action Mask
     ``action_masks()`` (what sb3-contrib's MaskablePPO calls) and ``info["action_mask"]``: slot
     ``i`` is valid when it holds a job the placement component can start now; "advance" is
-    always valid. An action outside the mask raises ``InvalidAction``.
+    valid unless the cluster is idle (no job holds GPUs) while a visible job can start: waiting
+    there changes nothing until the next arrival, and a deterministic agent that prefers it
+    idles until the simulator's stall guard ends the episode with jobs unfinished. An action
+    outside the mask raises ``InvalidAction``.
 
     ## Rewards
     By name (``reward=``): ``jct`` (default) is -(jobs in the system x elapsed hours) / jobs
@@ -86,7 +89,8 @@ class OrderingEnv(CoreEnv):
     ``[seeds[0], seeds[1])`` with the env's RNG; ``reset(options={"scenario_seed": s})`` picks one.
 
     ## Version History
-    * v0: initial version (observation layout 2: 16 job features).
+    * v0: initial version (observation layout 2: 16 job features); "advance" masked while the
+      cluster is idle and a job can start (it was always valid).
     """
 
     def __init__(self, max_jobs: int = 32, placer: Any = None, **kwargs: Any) -> None:
