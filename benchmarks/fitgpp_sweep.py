@@ -38,20 +38,16 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(width=max(Console().width, 120))
     try:
         seeds = ev.parse_seeds(args.seeds)
-        scen = tuple(parse_sets(args.sets).items())
+        scen = parse_sets(args.sets)
         grid = [(s.strip(), m.strip()) for m in args.max_preemptions.split(",") for s in args.s.split(",")]
-        tasks = [ev.Task("fifo", args.scenario, seed, scen) for seed in seeds]
-        tasks += [
-            ev.Task("fitgpp", args.scenario, seed, scen, (("s", s), ("max_preemptions", m)))
-            for s, m in grid
-            for seed in seeds
-        ]
-        ev.validate(tasks)
+        points = [{**scen, "policy.s": s, "policy.max_preemptions": m} for s, m in grid]
+        tasks = ev.plan(["fifo"], [args.scenario], seeds, [scen])
+        tasks += ev.plan(["fitgpp"], [args.scenario], seeds, points)
     except ConfigError as e:
         console.print(f"[red]error:[/red] {e}", highlight=False)
         return 2
     with console.status(f"{len(tasks)} runs"):
-        results = ev.run_tasks(tasks, args.workers)
+        results = ev.execute(tasks, workers=args.workers)
     groups: dict[tuple[tuple[str, str], ...], list[ev.TaskResult]] = {}
     for r in results:
         groups.setdefault(r.task.policy_sets, []).append(r)
