@@ -72,15 +72,13 @@ class TrainConfig:
     """parallel envs per agent (DummyVecEnv)"""
     max_jobs: int = 32
     """job slots K of the ordering agent"""
-    placement: str = "aryl-trainfirst"
-    """heuristic that decides whether a job fits and its gang size (and places in round 0);
-    ``aryl-trainfirst``: Aryl, elastic jobs on training servers first (Aryl's loaned-first rule
-    puts any-type jobs on slow T4s while V100s idle)"""
-    scaling: str = "aryl-trainfirst"
+    placement: str = "aryl"
+    """heuristic that decides whether a job fits and its gang size (and places in round 0)"""
+    scaling: str = "aryl"
     """heuristic scaling the elastic jobs"""
-    reclaim: str = "aryl-trainfirst"
+    reclaim: str = "aryl"
     """heuristic returning loaned servers"""
-    preemption: str = "aryl-trainfirst"
+    preemption: str = "aryl"
     """heuristic acting before the starts of each decision (Aryl: scale in for phase 1)"""
     reward: str = "jct"
     """reward by name (envs.core.REWARDS)"""
@@ -102,7 +100,7 @@ class TrainConfig:
     """held-out scenario seeds for evaluation"""
     eval_every: int = 10_000
     """env steps between evaluations (and at the end of every phase)"""
-    baselines: tuple[str, ...] = ("fifo", "sjf", "aryl", "aryl-trainfirst")
+    baselines: tuple[str, ...] = ("fifo", "sjf", "aryl")
     """heuristics evaluated on the same held-out seeds, logged beside the agents"""
     learning_rate: float = 1e-4
     placement_lr_scale: float = 0.3

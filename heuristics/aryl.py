@@ -47,7 +47,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from envs.sim.policy import (
     ClusterView,
@@ -285,16 +285,7 @@ def afs(config: ArylConfig | None = None) -> ComposedScheduler:
     return build("afs", config, afs=True)
 
 
-def aryl_trainfirst(config: ArylConfig | None = None) -> ComposedScheduler:
-    """Aryl whose elastic jobs also try training servers first (ours; ``elastic_loaned_first``
-    off, the base/flexible groups kept): a loaned T4 trains an any-type job at a third of a V100's
-    speed, and on ``default`` (seeds 100000-100009, SJF's ranking with Aryl's components) that
-    preference costs 5% of the average JCT. The RL agents' default components."""
-    return build("aryl-trainfirst", replace(config or ArylConfig(), elastic_loaned_first=False))
-
-
 register("aryl", aryl, ArylConfig)
 register("aryl-basic", aryl_basic, ArylConfig)
 register("aryl-nogroup", aryl_nogroup, ArylConfig)
 register("afs", afs, ArylConfig)
-register("aryl-trainfirst", aryl_trainfirst, ArylConfig)

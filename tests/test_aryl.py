@@ -55,7 +55,7 @@ def loaning(tmp_path, rows, servers=2, notice=120.0):
 
 # ----------------------------------------------------------------------------- registry
 def test_registered_variants_compose_the_components_and_borrow():
-    for name in ("aryl", "aryl-basic", "aryl-nogroup", "afs", "aryl-trainfirst"):
+    for name in ("aryl", "aryl-basic", "aryl-nogroup", "afs"):
         p = make(name)
         assert isinstance(p, ComposedScheduler) and p.borrows and p.name == name
         assert isinstance(p.ordering, ArylOrdering) and isinstance(p.placement, ArylPlacement)
@@ -64,7 +64,6 @@ def test_registered_variants_compose_the_components_and_borrow():
     assert isinstance(make("afs").scaling, AfsScaling)
     assert not make("aryl-basic").placement.elastic
     assert not make("aryl-nogroup").scaling.group_flex and not make("aryl-nogroup").placement.loaned_first
-    assert make("aryl-trainfirst").scaling.group_flex and not make("aryl-trainfirst").placement.loaned_first
     assert not make("fifo").borrows
     assert make("aryl", {"age_bound_s": "60", "churn_factor": "0"}).ordering.age_bound_s == 60.0
 
