@@ -292,7 +292,10 @@ def _run_ray(
             log_to_driver=False, logging_level=logging.WARNING, runtime_env={"env_vars": {"PYTHONPATH": path}}
         )
         if address:
-            ray.init(address=address, **kw)
+            try:
+                ray.init(address=address, **kw)
+            except ConnectionError as e:
+                raise ConfigError(f"--address {address}: no Ray cluster answers there ({e}).") from None
         else:
             ray.init(num_cpus=max(1, workers), include_dashboard=False, **kw)
     try:
