@@ -145,6 +145,9 @@ def main(argv: list[str] | None = None) -> int:
             saved = f"; finished tasks are saved in {out / 'tasks'}: rerun the same command to resume" if out else ""
             console.print(f"interrupted{saved}", highlight=False)
             return 130
+        except ConfigError as e:  # found only when the sweep starts: an unreachable --address
+            console.print(f"[red]error:[/red] {e}", highlight=False)
+            return 2
     if done.reused:
         console.print(f"reused {done.reused} of {len(tasks)} task results from {out / 'tasks' if out else ''}")
 

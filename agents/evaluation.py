@@ -295,7 +295,7 @@ def _run_ray(
             try:
                 ray.init(address=address, **kw)
             except ConnectionError as e:
-                raise ConfigError(f"--address {address}: no Ray cluster answers there ({e}).") from None
+                raise ConfigError(f"--address {address}: could not join the Ray cluster there ({e}).") from None
         else:
             ray.init(num_cpus=max(1, workers), include_dashboard=False, **kw)
     try:
