@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""MaskablePPO training speed of the ordering agent on ``default`` (env steps per second of
-``learn``, rollouts and updates included), beside the same agent on a toy env of the same
-observation and action sizes (the reference: what SB3 and the network cost alone).
+"""MaskablePPO training speed of the ordering agent on ``default`` in train.py's env (its
+components and job slots): env steps per second of ``learn``, rollouts and updates included,
+beside the same agent on a toy env of the same observation and action sizes (the reference:
+what SB3 and the network cost alone).
 
     python benchmarks/train_speed.py [--steps 8192] [--n-envs 4] [--repeat 2]
 
@@ -58,11 +59,16 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=2)
     args = p.parse_args()
     th.set_num_threads(1)
-    probe = gym.make("loangym/Ordering-v0")
+    c = TrainConfig()  # train.py's env: its components and job slots
+
+    def ordering() -> gym.Env:
+        return gym.make("loangym/Ordering-v0", max_jobs=c.max_jobs, seeds=c.train_seeds, **c.core_kwargs())
+
+    probe = ordering()
     obs_dim, n = probe.observation_space.shape[0], probe.action_space.n
     runs = {
         "toy (reference)": lambda: Toy(obs_dim, n),
-        "ordering, default": lambda: gym.make("loangym/Ordering-v0"),
+        "ordering, default": ordering,
     }
     rates = {
         k: statistics.median(rate(f, args.steps, args.n_envs) for _ in range(args.repeat)) for k, f in runs.items()
