@@ -759,7 +759,9 @@ class Engine:
         j.held_since = self.now
         self._restart(j)
 
-    def _restart(self, j: _Job) -> None:
+    def _restart(self, j: _Job, left: Alloc = ()) -> None:
+        """(Re)start ``j`` on its allocation; the jobs beside it, and beside the servers it
+        ``left``, are re-rated for contention."""
         assert j.gpu_type is not None
         c = self.config
         j.workers, j.nservers, j.base_rate = self._speed(j, j.base, j.flex, j.gpu_type)
@@ -768,7 +770,7 @@ class Engine:
             j.base_rate *= j.noise
         if c.contention > 0.0:
             j.crowd = self._crowd(j)
-            self._recrowd(j)
+            self._recrowd(j, left)
         self._set_rate(j)
         j.progress_from = self.now + c.restart_base_s + c.restart_per_gpu_s * j.workers
         j.last_settle = self.now
@@ -813,9 +815,7 @@ class Engine:
             self._count_busy(sid, n)
         old_flex, j.flex = j.flex, flex
         j.scales += 1
-        self._restart(j)
-        if self.config.contention > 0.0:
-            self._recrowd(j, old_flex)
+        self._restart(j, old_flex)
         if self._trace:
             self._record("scale", j.idx, _fmt(j.base, flex))
 
