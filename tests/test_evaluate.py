@@ -19,6 +19,7 @@ from PIL import Image
 import evaluate
 from agents import evaluation as ev
 from agents import plots
+from agents.dual import TrainConfig
 from envs.sim.metrics import METRICS, TIMING_KEYS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -213,7 +214,8 @@ def test_placement_agent_for_another_cluster_size_is_replaced_and_noted(run_dir:
     )
     r = ev.run_task(task)
     assert r.metrics["jobs_total"] == 40
-    assert len(r.notes) == 1 and "placement by heuristic 'aryl'" in r.notes[0] and "trained for 20" in r.notes[0]
+    (note,) = r.notes
+    assert f"placement by heuristic '{TrainConfig().placement}'" in note and "trained for 20" in note
 
 
 def test_latest_checkpoints_serve_where_there_is_no_best(run_dir: Path, tmp_path: Path):
