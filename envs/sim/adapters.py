@@ -102,7 +102,7 @@ import math
 import os
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -246,6 +246,27 @@ def _finish(jobs: list[_Job], dropped: Counter[str]) -> tuple[list[TraceRow], Ad
     return rows, AdapterReport(kept=len(rows), dropped=dict(sorted(dropped.items())))
 
 
+def _tally(parse: Callable[[Any], _Job | str], records: Iterable[Any]) -> tuple[list[_Job], Counter[str]]:
+    """Parse every record: the jobs kept, and the records dropped by reason (a record ``parse``
+    rejects with a reason or as malformed, or a job whose id was seen before)."""
+    jobs: list[_Job] = []
+    dropped: Counter[str] = Counter()
+    seen: set[str] = set()
+    for record in records:
+        try:
+            outcome = parse(record)
+        except _Malformed:
+            outcome = MALFORMED
+        if isinstance(outcome, str):
+            dropped[outcome] += 1
+        elif outcome.name in seen:
+            dropped[DUPLICATE_JOB_ID] += 1
+        else:
+            seen.add(outcome.name)
+            jobs.append(outcome)
+    return jobs, dropped
+
+
 def _read_bytes(path: str | os.PathLike[str]) -> bytes:
     file = os.fspath(path)
     try:
@@ -362,23 +383,7 @@ def from_philly(path: str | os.PathLike[str]) -> tuple[list[TraceRow], AdapterRe
         raise TraceError(f"{file}, line {exc.lineno}: not valid JSON ({exc.msg}).") from None
     if not isinstance(data, list):
         raise TraceError(f"{file}: expected a JSON list of jobs, got a JSON {type(data).__name__}.")
-    jobs: list[_Job] = []
-    dropped: Counter[str] = Counter()
-    seen: set[str] = set()
-    for record in data:
-        try:
-            outcome = _philly_job(record)
-        except _Malformed:
-            dropped[MALFORMED] += 1
-            continue
-        if isinstance(outcome, str):
-            dropped[outcome] += 1
-        elif outcome.name in seen:
-            dropped[DUPLICATE_JOB_ID] += 1
-        else:
-            seen.add(outcome.name)
-            jobs.append(outcome)
-    return _finish(jobs, dropped)
+    return _finish(*_tally(_philly_job, data))
 
 
 # --------------------------------------------------------------------------------------------
@@ -580,27 +585,13 @@ def from_helios(path: str | os.PathLike[str]) -> tuple[list[TraceRow], AdapterRe
     missing = [name for name in _HELIOS_REQUIRED if name not in columns]
     if missing:
         raise TraceError(f"{file}, line {header_line}: the header lacks the Helios column(s) {', '.join(missing)}.")
-    jobs: list[_Job] = []
-    dropped: Counter[str] = Counter()
-    seen: set[str] = set()
-    for _, record in records:
+
+    def parse(record: list[str]) -> _Job | str:
         if len(record) != len(columns):
-            dropped[MALFORMED] += 1
-            continue
-        cells = {name: value.strip() for name, value in zip(columns, record, strict=True)}
-        try:
-            outcome = _helios_job(cells)
-        except _Malformed:
-            dropped[MALFORMED] += 1
-            continue
-        if isinstance(outcome, str):
-            dropped[outcome] += 1
-        elif outcome.name in seen:
-            dropped[DUPLICATE_JOB_ID] += 1
-        else:
-            seen.add(outcome.name)
-            jobs.append(outcome)
-    return _finish(jobs, dropped)
+            return MALFORMED
+        return _helios_job({name: value.strip() for name, value in zip(columns, record, strict=True)})
+
+    return _finish(*_tally(parse, (record for _, record in records)))
 
 
 # --------------------------------------------------------------------------------------------
