@@ -106,7 +106,8 @@ class TrainConfig:
     eval_every: int = 10_000
     """env steps between evaluations (and at the end of every phase)"""
     baselines: tuple[str, ...] = ("fifo", "sjf", "aryl")
-    """heuristics evaluated on the same held-out seeds, logged beside the agents"""
+    """heuristics evaluated on the same held-out seeds, logged beside the agents; each expert's
+    ranking in the agents' ordering seat, with the run's components, is logged too (``<expert>-seat``)"""
     learning_rate: float = 1e-4
     placement_lr_scale: float = 0.3
     """the placement agent learns this much slower (its reward is mostly the ordering's doing)"""
@@ -158,6 +159,11 @@ class TrainState:
     best_jct: float = math.inf
     evals: list[dict[str, Any]] = field(default_factory=list)
     bc: dict[str, Any] = field(default_factory=dict)
+
+
+def _means(runs: list[dict[str, Any]]) -> dict[str, float]:
+    """The mean of each of SCHED_KEYS over runs' metrics (a missing value counts as 0)."""
+    return {k: float(np.mean([r[k] or 0.0 for r in runs])) for k in SCHED_KEYS}
 
 
 class Trainer:
@@ -329,13 +335,18 @@ class Trainer:
 
     # ------------------------------------------------------------------ evaluation
     def baseline_metrics(self) -> dict[str, dict[str, float]]:
-        """Mean metrics of each baseline heuristic over the held-out seeds (same scenario)."""
+        """Mean metrics over the held-out seeds (same scenario) of each baseline heuristic, and of
+        each expert's ranking in the ordering seat with this run's components (``<expert>-seat``:
+        where the cloned ordering agent starts from)."""
         c = self.config
-        out = {}
-        scen = c.core_config().scenario_obj()
-        for name in c.baselines:
-            runs = [summarize(scenarios.simulate(scen, registry.make(name), s)) for s in c.eval_seeds]
-            out[name] = {k: float(np.mean([r[k] or 0.0 for r in runs])) for k in SCHED_KEYS}
+        cfg = c.core_config()
+        scen = cfg.scenario_obj()
+        out = {
+            name: _means([summarize(scenarios.simulate(scen, registry.make(name), s)) for s in c.eval_seeds])
+            for name in c.baselines
+        }
+        for expert in c.experts:
+            out[f"{expert}-seat"] = _means([run_episode(cfg, s, expert, None, c.max_jobs) for s in c.eval_seeds])
         return out
 
     def evaluate(self) -> dict[str, Any]:
@@ -344,8 +355,7 @@ class Trainer:
         if not hasattr(self, "_baselines"):
             self._baselines = self.baseline_metrics()
         cfg = c.core_config()
-        runs = [run_episode(cfg, s, self.ordering, self.placement, c.max_jobs) for s in c.eval_seeds]
-        agent = {k: float(np.mean([r[k] or 0.0 for r in runs])) for k in SCHED_KEYS}
+        agent = _means([run_episode(cfg, s, self.ordering, self.placement, c.max_jobs) for s in c.eval_seeds])
         step = self.state.steps
         logger = self.ordering.logger
         for k, v in agent.items():

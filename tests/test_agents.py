@@ -141,6 +141,7 @@ def test_train_py_writes_a_complete_run_folder(tiny_run):
         "time/fps",
         "eval/avg_jct_s/agent",
         "eval/avg_jct_s/fifo",
+        "eval/avg_jct_s/sjf-seat",
         "bc/ordering_heldout_accuracy",
     ):
         assert tag in ordering, (tag, sorted(ordering))
