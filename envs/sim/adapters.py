@@ -246,9 +246,9 @@ def _finish(jobs: list[_Job], dropped: Counter[str]) -> tuple[list[TraceRow], Ad
     return rows, AdapterReport(kept=len(rows), dropped=dict(sorted(dropped.items())))
 
 
-def _tally(parse: Callable[[Any], _Job | str], records: Iterable[Any]) -> tuple[list[_Job], Counter[str]]:
-    """Parse every record: the jobs kept, and the records dropped by reason (a record ``parse``
-    rejects with a reason or as malformed, or a job whose id was seen before)."""
+def _tally(parse: Callable[[Any], _Job | str], records: Iterable[Any]) -> tuple[list[TraceRow], AdapterReport]:
+    """Parse every record into :func:`_finish`'s rows and report: a record ``parse`` rejects (with
+    a reason, or as malformed) or a job whose id was seen before is dropped and counted."""
     jobs: list[_Job] = []
     dropped: Counter[str] = Counter()
     seen: set[str] = set()
@@ -264,7 +264,7 @@ def _tally(parse: Callable[[Any], _Job | str], records: Iterable[Any]) -> tuple[
         else:
             seen.add(outcome.name)
             jobs.append(outcome)
-    return jobs, dropped
+    return _finish(jobs, dropped)
 
 
 def _read_bytes(path: str | os.PathLike[str]) -> bytes:
@@ -383,7 +383,7 @@ def from_philly(path: str | os.PathLike[str]) -> tuple[list[TraceRow], AdapterRe
         raise TraceError(f"{file}, line {exc.lineno}: not valid JSON ({exc.msg}).") from None
     if not isinstance(data, list):
         raise TraceError(f"{file}: expected a JSON list of jobs, got a JSON {type(data).__name__}.")
-    return _finish(*_tally(_philly_job, data))
+    return _tally(_philly_job, data)
 
 
 # --------------------------------------------------------------------------------------------
@@ -591,7 +591,7 @@ def from_helios(path: str | os.PathLike[str]) -> tuple[list[TraceRow], AdapterRe
             return MALFORMED
         return _helios_job({name: value.strip() for name, value in zip(columns, record, strict=True)})
 
-    return _finish(*_tally(parse, (record for _, record in records)))
+    return _tally(parse, (record for _, record in records))
 
 
 # --------------------------------------------------------------------------------------------
