@@ -9,6 +9,7 @@ import pytest
 
 from envs.sim.engine import DecisionError, Engine, SimConfig
 from envs.sim.inference import DemandCurve, InferenceConfig
+from envs.sim.metrics import summarize
 from envs.sim.model import T4, V100, JobSpec, Pool, ServerSpec
 from envs.sim.policy import Action, ClusterView, Migrate, Preempt, Scale, Start
 from heuristics.registry import make
@@ -295,3 +296,15 @@ def test_a_stale_reclaim_deadline_does_not_return_a_server_early(tmp_path):
         (900.0, "reclaim", 1, "deadline 1900"),
         (1900.0, "returned", 1, ""),
     ]
+
+
+def test_finish_time_fairness_over_each_life_and_over_the_run():
+    # 2 GPUs, four 1-GPU jobs of 100 s at t=0; FIFO: j0, j1 run 0-100, j2, j3 100-200.
+    # Over each life: j0, j1 see 4 jobs (factor 2, rho 0.5); j2, j3 see 4 then 2 (mean 3, factor
+    # 1.5, rho 200 / 150). Over the run: 4 jobs / 2 GPUs for everyone, rho 0.5 and 1.0.
+    r = run(servers(1, gpus=2), [job(i, 0, 100, 1) for i in range(4)], make("fifo"))
+    m = summarize(r)
+    assert m["worst_ftf"] == pytest.approx(200 / 150)
+    assert m["unfair_fraction"] == 0.5
+    assert m["worst_ftf_run"] == pytest.approx(1.0)
+    assert m["unfair_fraction_run"] == 0.0
