@@ -417,6 +417,25 @@ def test_phase_schedules_and_isolated_durations():
     assert isolated_factor(((0.0, 1.0), (0.5, 2.0))) == pytest.approx(0.75)
 
 
+def test_repository_isolated_duration_widens_accordions_first_critical_regime():
+    """benchmarks/shockwave_fairness.py: the repository's profile keeps b0 for 30% of the work."""
+    from benchmarks.shockwave_fairness import repo_isolated
+
+    f = family("bert")
+    assert f is not None
+    a = f.accordion
+    drawn = 1000.0
+    acc = accordion_phases(f, 0.1, DynamicConfig())
+    j = dataclasses.replace(job(0, 0.0, drawn, 1, model="bert"), speed_phases=acc)
+    j = dataclasses.replace(j, duration=drawn * isolated_factor(acc))
+    assert repo_isolated(j) == pytest.approx(drawn * (0.3 + 0.2 / a + 0.05 + 0.2 / a + 0.05 + 0.2 / a))
+    assert repo_isolated(j) > j.duration
+    gns = gns_phases(f)
+    g = dataclasses.replace(j, speed_phases=gns, duration=drawn * isolated_factor(gns))
+    assert repo_isolated(g) == g.duration  # GNS and static jobs: as ours
+    assert repo_isolated(dataclasses.replace(j, speed_phases=())) == j.duration
+
+
 def test_adapt_jobs_modes_durations_and_regimes():
     jobs = [job(i, 0.0, 1000.0, 1, model="cifar10") for i in range(3)] + [job(3, 0.0, 1000.0, 1, model="gpt2")]
     fam = family("cifar10")
