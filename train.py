@@ -81,6 +81,7 @@ def build_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
 
 def validate(config) -> None:  # type: ignore[no-untyped-def]
+    from agents.networks import ACTIVATIONS
     from envs.core import composed
     from envs.sim import scenarios
     from envs.sim.config import ConfigError
@@ -91,6 +92,8 @@ def validate(config) -> None:  # type: ignore[no-untyped-def]
         composed(name)
     if config.total_steps < 1 or config.rounds < 1 or config.n_envs < 1:
         raise ConfigError("--total-steps, --rounds and --n-envs must be positive.")
+    if config.activation not in ACTIVATIONS:
+        raise ConfigError(f"--set activation must be one of {', '.join(ACTIVATIONS)}, got '{config.activation}'.")
 
 
 def main(argv: list[str] | None = None) -> int:

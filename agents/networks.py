@@ -23,11 +23,13 @@ from torch import nn
 
 from envs.obs import CLUSTER_FEATURES, JOB_FEATURES, SERVER_FEATURES
 
+ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU}
 
-def _mlp(sizes: list[int]) -> nn.Sequential:
+
+def _mlp(sizes: list[int], activation: str) -> nn.Sequential:
     layers: list[nn.Module] = []
     for a, b in itertools.pairwise(sizes):
-        layers += [nn.Linear(a, b), nn.Tanh()]
+        layers += [nn.Linear(a, b), ACTIVATIONS[activation]()]
     return nn.Sequential(*layers)
 
 
@@ -37,25 +39,37 @@ class SlotScorer(nn.Module):
     :param ctx_dim: features after the items.
     :param extra_actions: actions scored from the summary (after the item actions).
     :param present_index: the item feature that says an item is there (-1: every item is).
-    :param hidden: width of every layer."""
+    :param hidden: width of every layer.
+    :param activation: ``tanh`` or ``relu`` (the same networks; torch's CPU tanh is far slower)."""
 
     def __init__(
-        self, n_items: int, item_dim: int, ctx_dim: int, extra_actions: int, present_index: int, hidden: int = 64
+        self,
+        n_items: int,
+        item_dim: int,
+        ctx_dim: int,
+        extra_actions: int,
+        present_index: int,
+        hidden: int = 64,
+        activation: str = "tanh",
     ) -> None:
         super().__init__()
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}, got {activation!r}")
         self.n_items, self.item_dim, self.ctx_dim = n_items, item_dim, ctx_dim
         self.extra, self.present_index = extra_actions, present_index
-        self.item = _mlp([item_dim, hidden, hidden])
-        self.ctx = _mlp([ctx_dim, hidden])
+        self.item = _mlp([item_dim, hidden, hidden], activation)
+        self.ctx = _mlp([ctx_dim, hidden], activation)
         # the score head's first layer on [item code, summary], split so the summary's part is
         # computed once per observation rather than once per item (the same function)
         self.score_item = nn.Linear(hidden, hidden)
         self.score_summary = nn.Linear(3 * hidden, hidden, bias=False)
-        self.score_out = nn.Sequential(nn.Tanh(), nn.Linear(hidden, 1))
+        self.score_out = nn.Sequential(ACTIVATIONS[activation](), nn.Linear(hidden, 1))
         self.extra_head = (
-            nn.Sequential(_mlp([3 * hidden, hidden]), nn.Linear(hidden, extra_actions)) if extra_actions else None
+            nn.Sequential(_mlp([3 * hidden, hidden], activation), nn.Linear(hidden, extra_actions))
+            if extra_actions
+            else None
         )
-        self.value = _mlp([3 * hidden, hidden])
+        self.value = _mlp([3 * hidden, hidden], activation)
         self.latent_dim_pi = n_items + extra_actions
         self.latent_dim_vf = hidden
 
@@ -95,7 +109,8 @@ class SlotScorer(nn.Module):
 
 class SlotPolicy(MaskableActorCriticPolicy):
     """MaskablePPO policy over item rows. ``policy_kwargs``: ``n_items``, ``item_dim``,
-    ``extra_actions``, ``present_index``, ``hidden`` (see :class:`SlotScorer`)."""
+    ``extra_actions``, ``present_index``, ``hidden``, ``activation`` (see :class:`SlotScorer`; saved
+    with the model, and a model saved before ``activation`` existed loads as ``tanh``)."""
 
     def __init__(
         self,
@@ -105,10 +120,16 @@ class SlotPolicy(MaskableActorCriticPolicy):
         extra_actions: int = 0,
         present_index: int = -1,
         hidden: int = 64,
+        activation: str = "tanh",
         **kwargs: Any,
     ) -> None:
-        self.slot_kwargs = dict(
-            n_items=n_items, item_dim=item_dim, extra_actions=extra_actions, present_index=present_index, hidden=hidden
+        self.slot_kwargs: dict[str, Any] = dict(
+            n_items=n_items,
+            item_dim=item_dim,
+            extra_actions=extra_actions,
+            present_index=present_index,
+            hidden=hidden,
+            activation=activation,
         )
         super().__init__(*args, **kwargs)
 
@@ -127,12 +148,26 @@ class SlotPolicy(MaskableActorCriticPolicy):
         return data
 
 
-def ordering_policy_kwargs(max_jobs: int, hidden: int = 64) -> dict[str, Any]:
-    return dict(n_items=max_jobs, item_dim=len(JOB_FEATURES), extra_actions=1, present_index=0, hidden=hidden)
+def ordering_policy_kwargs(max_jobs: int, hidden: int = 64, activation: str = "tanh") -> dict[str, Any]:
+    return dict(
+        n_items=max_jobs,
+        item_dim=len(JOB_FEATURES),
+        extra_actions=1,
+        present_index=0,
+        hidden=hidden,
+        activation=activation,
+    )
 
 
-def placement_policy_kwargs(num_servers: int, hidden: int = 64) -> dict[str, Any]:
-    return dict(n_items=num_servers, item_dim=len(SERVER_FEATURES), extra_actions=0, present_index=-1, hidden=hidden)
+def placement_policy_kwargs(num_servers: int, hidden: int = 64, activation: str = "tanh") -> dict[str, Any]:
+    return dict(
+        n_items=num_servers,
+        item_dim=len(SERVER_FEATURES),
+        extra_actions=0,
+        present_index=-1,
+        hidden=hidden,
+        activation=activation,
+    )
 
 
 __all__ = ["CLUSTER_FEATURES", "SlotPolicy", "SlotScorer", "ordering_policy_kwargs", "placement_policy_kwargs"]

@@ -81,6 +81,7 @@ def from_plain(raw: dict[str, Any], where: str) -> TrainConfig:
     unknown = set(raw) - names
     if unknown:
         raise RunDirError(f"{where}: unknown settings {', '.join(sorted(unknown))}.")
+    raw = {"activation": "tanh", **raw}  # run folders from before the setting trained tanh networks
     values: dict[str, Any] = {}
     for k, v in raw.items():
         origin = typing.get_origin(hints[k])

@@ -42,7 +42,7 @@ def rate(make_env, steps: int, n_envs: int) -> float:  # type: ignore[no-untyped
         n_steps=c.n_steps,
         batch_size=c.batch_size,
         n_epochs=c.n_epochs,
-        policy_kwargs=ordering_policy_kwargs(c.max_jobs, c.hidden),
+        policy_kwargs=ordering_policy_kwargs(c.max_jobs, c.hidden, c.activation),
         seed=0,
         device="cpu",
     )

@@ -23,20 +23,21 @@ ROOT = Path(__file__).resolve().parent.parent
 SMALL = {"workload.synthetic.num_jobs": "40"}
 
 
-def _model(env_id: str, **kw) -> tuple[MaskablePPO, gym.Env]:
+def _model(env_id: str, activation: str = "tanh", **kw) -> tuple[MaskablePPO, gym.Env]:
     env = gym.make(env_id, overrides=SMALL, **kw)
     if env_id.endswith("Ordering-v0"):
-        pk = ordering_policy_kwargs(32)
+        pk = ordering_policy_kwargs(32, activation=activation)
     else:
-        pk = placement_policy_kwargs(env.unwrapped.num_servers)
+        pk = placement_policy_kwargs(env.unwrapped.num_servers, activation=activation)
     return MaskablePPO(SlotPolicy, env, policy_kwargs=pk, seed=0, device="cpu"), env
 
 
+@pytest.mark.parametrize("activation", ["tanh", "relu"])
 @pytest.mark.parametrize(
     "env_id, items, item_dim", [("loangym/Ordering-v0", 32, 16), ("loangym/Placement-v0", None, 11)]
 )
-def test_permuting_items_permutes_logits_and_keeps_the_value(env_id, items, item_dim):
-    model, env = _model(env_id)
+def test_permuting_items_permutes_logits_and_keeps_the_value(env_id, items, item_dim, activation):
+    model, env = _model(env_id, activation)
     n = items or env.unwrapped.num_servers
     obs, _ = env.reset(seed=0)
     rng = np.random.default_rng(1)
@@ -55,6 +56,26 @@ def test_permuting_items_permutes_logits_and_keeps_the_value(env_id, items, item
     th.testing.assert_close(b[0, n:], a[0, n:], rtol=1e-5, atol=1e-6)  # "advance" for the ordering agent
     th.testing.assert_close(va, vb, rtol=1e-5, atol=1e-6)
     assert not th.allclose(a[0, :n], a[0, :n][perm])  # the items really differ
+
+
+def test_a_policy_saved_without_an_activation_loads_with_tanh():
+    """Checkpoints from before the ``activation`` setting were trained with tanh."""
+    env = gym.make("loangym/Ordering-v0", overrides=SMALL)
+    kw = ordering_policy_kwargs(32)
+    del kw["activation"]
+    acts = {type(m) for m in MaskablePPO(SlotPolicy, env, policy_kwargs=kw, device="cpu").policy.modules()}
+    assert th.nn.Tanh in acts and th.nn.ReLU not in acts
+    acts = {type(m) for m in _model("loangym/Ordering-v0", "relu")[0].policy.modules()}
+    assert th.nn.ReLU in acts and th.nn.Tanh not in acts
+
+
+def test_a_run_folder_without_an_activation_resumes_with_tanh(tmp_path):
+    from agents.rundir import load_config
+
+    (tmp_path / "config.yaml").write_text("seed: 3\n", encoding="utf-8")
+    assert load_config(tmp_path).activation == "tanh" and load_config(tmp_path).seed == 3
+    (tmp_path / "config.yaml").write_text("activation: relu\n", encoding="utf-8")
+    assert load_config(tmp_path).activation == "relu"
 
 
 def test_discounted_returns_restart_at_every_episode():
@@ -207,6 +228,7 @@ def test_ctrl_c_saves_a_checkpoint_and_resume_continues_the_step_count(tmp_path)
     [
         (["--scenario", "nope"], "unknown scenario 'nope'"),
         (["--set", "learning_rat=1"], "unknown training setting 'learning_rat'"),
+        (["--set", "activation=sigmoid"], "--set activation must be one of tanh, relu, got 'sigmoid'"),
         (["--experts", "tiresias"], "policy 'tiresias' is not built from"),
         (["--resume", "/nonexistent/run"], "no such run folder"),
         (["--trace", "/nonexistent.csv"], "nonexistent.csv"),
