@@ -298,6 +298,12 @@ def _bad_run(run_dir: Path, tmp_path: Path, **layout: int) -> Path:
         (["--set", "cluster.nosuch=1,2"], "unknown scenario setting 'cluster.nosuch'"),
         (["--set", "cluster.training_servers=4,x"], "expects an integer"),
         (["--set", "novalue"], "expects key=value"),
+        (
+            ["--scenarios", "dynamic", "--set", "dynamic.accordion_first_critical=0.9;0.1"],
+            "must satisfy 0 <= lo <= hi < 1",
+        ),
+        (["--set", "workload.synthetic.gpu_demand=1:0.5;2:0.4"], "probabilities must sum to 1"),
+        (["--set", "workload.synthetic.gpu_demand=1:0.5:2"], "expects 2 values"),
         (["--trace", "/no/such/trace.csv"], "trace"),
         (["--seeds", "a-b"], "--seeds"),
         (["--policies", "fifo", "--reference", "sjf"], "--reference sjf"),

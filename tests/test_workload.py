@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import math
 import os
+import re
 import string
 from collections import Counter
 from pathlib import Path
@@ -672,3 +673,21 @@ def test_generated_jobs_build() -> None:
     jobs = build_jobs(rows, AttributeSampler(), np.random.default_rng(10), 32)
     assert len(jobs) == 300
     assert all(math.isfinite(job.duration) and job.duration > 0 for job in jobs)
+
+
+def test_set_parses_pairs_and_reports_a_dataclass_rejecting_its_value():
+    from envs.sim.config import ConfigError
+    from envs.sim.scenarios import get
+
+    w = get("dynamic", {"workload.synthetic.gpu_demand": "1:0.75;2:0.25"}).workload.synthetic
+    assert w.gpu_demand == ((1, 0.75), (2, 0.25))
+    assert get("dynamic", {"dynamic.accordion_first_critical": "0.1;0.2"}).dynamic.accordion_first_critical == (
+        0.1,
+        0.2,
+    )
+    with pytest.raises(
+        ConfigError, match=re.escape("gpu_demand=1:0.75;2:0.2': SyntheticWorkload.gpu_demand probabilities")
+    ):
+        get("dynamic", {"workload.synthetic.gpu_demand": "1:0.75;2:0.2"})
+    with pytest.raises(ConfigError, match="expects 2 values, got '1'"):
+        get("dynamic", {"workload.synthetic.gpu_demand": "1;2"})

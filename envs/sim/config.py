@@ -58,11 +58,19 @@ def _set(obj: Any, path: list[str], raw: str, key: str, what: str) -> Any:
             raise ConfigError(f"{what} setting '{key}': '{name}' has no sub-settings.")
         return dataclasses.replace(obj, **{name: _set(current, path[1:], raw, key, what)})
     hints = typing.get_type_hints(type(obj))
-    return dataclasses.replace(obj, **{name: parse_value(raw, hints[name], key)})
+    value = parse_value(raw, hints[name], key)
+    try:
+        return dataclasses.replace(obj, **{name: value})
+    except ConfigError:
+        raise
+    except ValueError as e:  # the dataclass's own validation
+        raise ConfigError(f"setting '{key}={raw}': {e}") from None
 
 
 def parse_value(raw: str, tp: Any, key: str) -> Any:
-    """Parse ``raw`` as type ``tp`` (bool, int, float, str, Optional, tuples, frozensets)."""
+    """Parse ``raw`` as type ``tp`` (bool, int, float, str, Optional, tuples, frozensets). Items of
+    a tuple or set are separated by ``,`` or ``;``; the fields of a fixed-length tuple (such as
+    ``tuple[int, float]``) by ``:`` as well, so ``((1, 0.6), (2, 0.4))`` reads ``1:0.6;2:0.4``."""
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
         args = typing.get_args(tp)
@@ -77,6 +85,12 @@ def parse_value(raw: str, tp: Any, key: str) -> Any:
             except ConfigError as e:
                 errors.append(str(e))
         raise ConfigError(errors[0] if errors else f"setting '{key}': cannot parse '{raw}'.")
+    if origin is tuple and len(typing.get_args(tp)) > 1 and typing.get_args(tp)[-1] is not Ellipsis:
+        args = typing.get_args(tp)
+        parts = raw.replace(";", ":").replace(",", ":").split(":")
+        if len(parts) != len(args):
+            raise ConfigError(f"setting '{key}' expects {len(args)} values, got '{raw}'.")
+        return tuple(parse_value(p.strip(), a, key) for p, a in zip(parts, args, strict=True))
     if origin in (tuple, frozenset):
         args = typing.get_args(tp)
         parts = [p for p in raw.replace(";", ",").split(",") if p.strip()] if raw.strip() else []

@@ -24,6 +24,12 @@ arrive at 90 per hour, Shockwave's 40-s mean inter-arrival time for its 120-job 
 rate scales with the GPUs (Shockwave: 10 s for 460 jobs on 128 GPUs, 5 s for 900 on 256; 25 s
 for 220 on 64, where ours gives 20 s). The cluster is about 5x overloaded while jobs arrive.
 
+Shockwave's own 120-job reproduction trace is lighter than its generator's GPU mix: 92, 20, 8
+and 0 jobs of 1, 2, 4 and 8 GPUs (164 GPUs asked for; the mix gives 197 on average). Its mix,
+with the same arrivals: ``--set workload.load=0 --set workload.synthetic.arrival_rate_per_hour=90
+--set "workload.synthetic.gpu_demand=1:0.7667;2:0.1667;4:0.0666"`` (see
+``benchmarks/shockwave_fairness.py``).
+
 Models: the profiled ones whose throughput was measured at several batch sizes (AdaptDL's
 ``data/throughput/<app>_placements.csv``): resnet50 (ResNet-50/ImageNet), cifar10 (ResNet-18),
 bert and deepspeech2, drawn uniformly (Shockwave's mix: ResNet-18, ResNet-50, Transformer, LM,
