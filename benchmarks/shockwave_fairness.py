@@ -37,7 +37,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from envs.sim import scenarios
-from envs.sim.config import parse_sets
+from envs.sim.config import ConfigError, parse_sets
 from envs.sim.model import JobSpec
 from envs.sim.scenarios.dynamic import isolated_factor
 from heuristics.registry import make
@@ -87,8 +87,14 @@ def main() -> int:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--set", dest="sets", action="append", default=[], help="scenario override key=value")
     args = p.parse_args()
-    policies, seeds, sets = args.policies.split(","), seeds_arg(args.seeds), parse_sets(args.sets)
-    scenarios.get("dynamic", sets)  # a bad override fails here, before any run
+    try:
+        policies, seeds, sets = args.policies.split(","), seeds_arg(args.seeds), parse_sets(args.sets)
+        scenarios.get("dynamic", sets)
+        for pol in policies:
+            make(pol)
+    except (ConfigError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     tasks = [(pol, s, sets) for pol in policies for s in seeds]
     with ProcessPoolExecutor(args.workers) as pool:
         runs = dict(zip([t[:2] for t in tasks], pool.map(run, *zip(*tasks, strict=True)), strict=True))
