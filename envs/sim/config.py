@@ -71,9 +71,8 @@ def parse_value(raw: str, tp: Any, key: str) -> Any:
     """Parse ``raw`` as type ``tp`` (bool, int, float, str, Optional, tuples, frozensets). Items of
     a tuple or set are separated by ``,`` or ``;``; the fields of a fixed-length tuple (such as
     ``tuple[int, float]``) by ``:`` as well, so ``((1, 0.6), (2, 0.4))`` reads ``1:0.6;2:0.4``."""
-    origin = typing.get_origin(tp)
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin in (typing.Union, types.UnionType):
-        args = typing.get_args(tp)
         if type(None) in args and raw.lower() in ("none", "null", ""):
             return None
         errors = []
@@ -85,14 +84,12 @@ def parse_value(raw: str, tp: Any, key: str) -> Any:
             except ConfigError as e:
                 errors.append(str(e))
         raise ConfigError(errors[0] if errors else f"setting '{key}': cannot parse '{raw}'.")
-    if origin is tuple and len(typing.get_args(tp)) > 1 and typing.get_args(tp)[-1] is not Ellipsis:
-        args = typing.get_args(tp)
+    if origin is tuple and len(args) > 1 and args[-1] is not Ellipsis:  # fixed length
         parts = raw.replace(";", ":").replace(",", ":").split(":")
         if len(parts) != len(args):
             raise ConfigError(f"setting '{key}' expects {len(args)} values, got '{raw}'.")
         return tuple(parse_value(p.strip(), a, key) for p, a in zip(parts, args, strict=True))
     if origin in (tuple, frozenset):
-        args = typing.get_args(tp)
         parts = [p for p in raw.replace(";", ",").split(",") if p.strip()] if raw.strip() else []
         inner = args[0] if args else str
         values = [parse_value(p.strip(), inner, key) for p in parts]
