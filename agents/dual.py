@@ -298,7 +298,8 @@ class Trainer:
             preemption=c.preemption,
             reward=c.reward,
         )
-        key = hashlib.sha1(json.dumps(dataclasses.asdict(rc), sort_keys=True, default=str).encode()).hexdigest()[:10]
+        what = dataclasses.asdict(rc) | {"obs_version": OBS_VERSION}  # a layout change records afresh
+        key = hashlib.sha1(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:10]
         path = demo_dir / f"{agent}_{expert}_{key}.npz"
         if not path.exists():
             save_demos(record(rc), path)

@@ -17,7 +17,7 @@ from envs.sim.model import JobClass, Pool
 from envs.sim.policy import ServerStatus
 from envs.sim.throughput import packed_servers
 
-OBS_VERSION = 2
+OBS_VERSION = 3
 
 JOB_FEATURES = (
     "present",  # 1 if the slot holds a job
@@ -63,6 +63,8 @@ SERVER_FEATURES = (
     "allowed",  # 1 if the current job may use its GPU type
     "chosen",  # 1 if the current job already has workers there
     "valid",  # 1 if a worker of the current job may go there now (the action mask)
+    "fits_left",  # 1 if its free GPUs hold all the workers still to place
+    "spare",  # (free GPUs - workers still to place) / its GPUs, clipped to [-1, 1]
 )
 
 
@@ -169,6 +171,7 @@ class Encoder:
         self._training_keys = [k for k in e.cluster.pool_types if k[1] == Pool.TRAINING]
         self.speeds = SpeedEstimator(e)
         self._size = max(s.num_gpus for s in e.cluster.servers)
+        self._server_gpus = np.array([s.num_gpus for s in e.cluster.servers], dtype=np.float32)
 
     # ------------------------------------------------------------------ ordering
     def ordering(self, visible: list[int], fits: list[bool]) -> np.ndarray:
@@ -248,6 +251,9 @@ class Encoder:
         srv[:, 5] = np.clip(np.expm1(mean), -1.0, 1.0)
         srv[:, 6] = np.clip(std, 0.0, 1.0)
         srv[:, 10] = valid
+        spare = (np.asarray(cl.free, dtype=np.float32) - left) / self._server_gpus
+        srv[:, 11] = spare >= 0.0
+        srv[:, 12] = np.clip(spare, -1.0, 1.0)
         row = self._static[job].copy()
         j = e.jobs[job]
         remaining = j.work - j.work_done

@@ -30,26 +30,28 @@ class PlacementEnv(CoreEnv):
     ``Discrete(S)``: a server id (S = servers of the scenario, training and inference).
 
     ## Observation Space
-    ``Box(-1, 1, (S * 11 + 16 + 1 + 12,), float32)``: per server 11 features, then the job's
+    ``Box(-1, 1, (S * 13 + 16 + 1 + 12,), float32)``: per server 13 features, then the job's
     16 features (as in the ordering env), the log2(1 + workers still to place) / 6, and the 12
     cluster features.
 
     | index | feature | meaning |
     |---|---|---|
-    | s*11 + 0 | placeable | 1 if new workers may go there |
-    | s*11 + 1 | free | free GPUs / its GPUs |
-    | s*11 + 2 | inference | 1 for an inference server |
-    | s*11 + 3 | reclaiming | 1 if it is being reclaimed |
-    | s*11 + 4 | type_speed | training speed of its GPU type / 2 (V100 = 0.5) |
-    | s*11 + 5 | speed_est | machine speed factor - 1, estimated from observed job speeds |
-    | s*11 + 6 | speed_std | its standard deviation (log speed; envs.obs.SpeedEstimator) |
-    | s*11 + 7 | jobs | log1p(jobs hosted) / 3 |
-    | s*11 + 8 | allowed | 1 if the job may use its GPU type |
-    | s*11 + 9 | chosen | 1 if the job already has workers there |
-    | s*11 + 10 | valid | 1 if the next worker may go there (= the mask) |
-    | S*11 + 0..15 | job | the ordering env's job features |
-    | S*11 + 16 | left | log2(1 + workers still to place) / 6 |
-    | S*11 + 17.. | cluster | the ordering env's 12 cluster features |
+    | s*13 + 0 | placeable | 1 if new workers may go there |
+    | s*13 + 1 | free | free GPUs / its GPUs |
+    | s*13 + 2 | inference | 1 for an inference server |
+    | s*13 + 3 | reclaiming | 1 if it is being reclaimed |
+    | s*13 + 4 | type_speed | training speed of its GPU type / 2 (V100 = 0.5) |
+    | s*13 + 5 | speed_est | machine speed factor - 1, estimated from observed job speeds |
+    | s*13 + 6 | speed_std | its standard deviation (log speed; envs.obs.SpeedEstimator) |
+    | s*13 + 7 | jobs | log1p(jobs hosted) / 3 |
+    | s*13 + 8 | allowed | 1 if the job may use its GPU type |
+    | s*13 + 9 | chosen | 1 if the job already has workers there |
+    | s*13 + 10 | valid | 1 if the next worker may go there (= the mask) |
+    | s*13 + 11 | fits_left | 1 if its free GPUs hold all the workers still to place |
+    | s*13 + 12 | spare | (free GPUs - workers still to place) / its GPUs, clipped to [-1, 1] |
+    | S*13 + 0..15 | job | the ordering env's job features |
+    | S*13 + 16 | left | log2(1 + workers still to place) / 6 |
+    | S*13 + 17.. | cluster | the ordering env's 12 cluster features |
 
     ## Action Mask
     ``action_masks()`` and ``info["action_mask"]``: placeable servers with free GPUs of a type
@@ -70,7 +72,8 @@ class PlacementEnv(CoreEnv):
     names the heuristic whose gang sizes and expert choices the env uses.
 
     ## Version History
-    * v0: initial version (observation layout 2: 16 job features).
+    * v0: initial version (observation layout 2: 16 job features); layout 3 adds the servers'
+      ``fits_left`` and ``spare``, so best fit is one comparison per server.
     """
 
     def __init__(self, ordering: str | Ordering = "aryl", **kwargs: Any) -> None:

@@ -17,6 +17,7 @@ import envs  # noqa: F401
 from agents.bc import BCConfig, behaviour_clone, discounted_returns, split_episodes
 from agents.dataset import RecordConfig, record
 from agents.networks import SlotPolicy, ordering_policy_kwargs, placement_policy_kwargs
+from envs.obs import SERVER_FEATURES
 
 th.set_num_threads(1)
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,7 +35,7 @@ def _model(env_id: str, activation: str = "tanh", **kw) -> tuple[MaskablePPO, gy
 
 @pytest.mark.parametrize("activation", ["tanh", "relu"])
 @pytest.mark.parametrize(
-    "env_id, items, item_dim", [("loangym/Ordering-v0", 32, 16), ("loangym/Placement-v0", None, 11)]
+    "env_id, items, item_dim", [("loangym/Ordering-v0", 32, 16), ("loangym/Placement-v0", None, len(SERVER_FEATURES))]
 )
 def test_permuting_items_permutes_logits_and_keeps_the_value(env_id, items, item_dim, activation):
     model, env = _model(env_id, activation)

@@ -186,3 +186,31 @@ def test_speed_estimator_learns_the_machines_speeds_in_the_cloud_scenario():
     assert seen.sum() >= 10
     assert np.corrcoef(mean[seen], truth[seen])[0, 1] > 0.8
     assert (std[seen] < np.sqrt(est.GROUP_VAR + est.MACHINE_VAR)).all()
+
+
+def test_placement_observation_says_where_the_rest_of_the_gang_fits():
+    """fits_left and spare read each server's free GPUs against the workers still to place; with
+    them best fit (Aryl's placement, the expert) is visible per server: it picks, within its
+    preferred pool, a server that holds the rest with the least spare."""
+    from envs.obs import SERVER_FEATURES
+
+    env = gym.make("loangym/Placement-v0", scenario="default", ordering="sjf", overrides=small("default")).unwrapped
+    obs, info = env.reset(options={"scenario_seed": 3})
+    g = len(SERVER_FEATURES)
+    fits, spare, pool = (SERVER_FEATURES.index(f) for f in ("fits_left", "spare", "inference"))
+    steps = 0
+    while True:
+        core = env.core
+        srv = obs[: env.num_servers * g].reshape(env.num_servers, g)
+        free = np.array(core.engine.cluster.free)
+        size = np.array([s.num_gpus for s in core.engine.cluster.servers])
+        assert np.array_equal(srv[:, fits], (free >= core.left).astype(np.float32))
+        assert np.allclose(srv[:, spare], np.clip((free - core.left) / size, -1.0, 1.0))
+        expert = env.expert_action()
+        rivals = info["action_mask"] & (srv[:, fits] == 1.0) & (srv[:, pool] == srv[expert, pool])
+        assert srv[expert, fits] == 1.0 and srv[expert, spare] == srv[rivals, spare].min()
+        steps += 1
+        obs, _, te, tr, info = env.step(expert)
+        if te or tr:
+            break
+    assert steps >= 30
