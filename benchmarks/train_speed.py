@@ -45,23 +45,20 @@ class Timed(gym.Wrapper):
         super().__init__(env)
         self.clock = clock
 
-    def step(self, action):  # type: ignore[no-untyped-def]
+    def _timed(self, fn, *args, **kwargs):  # type: ignore[no-untyped-def]
         t0 = time.perf_counter()
-        out = self.env.step(action)
+        out = fn(*args, **kwargs)
         self.clock[0] += time.perf_counter() - t0
         return out
+
+    def step(self, action):  # type: ignore[no-untyped-def]
+        return self._timed(self.env.step, action)
 
     def reset(self, **kwargs):  # type: ignore[no-untyped-def]
-        t0 = time.perf_counter()
-        out = self.env.reset(**kwargs)
-        self.clock[0] += time.perf_counter() - t0
-        return out
+        return self._timed(self.env.reset, **kwargs)
 
     def action_masks(self):  # type: ignore[no-untyped-def]
-        t0 = time.perf_counter()
-        out = self.env.unwrapped.action_masks()  # type: ignore[attr-defined]
-        self.clock[0] += time.perf_counter() - t0
-        return out
+        return self._timed(self.env.unwrapped.action_masks)  # type: ignore[attr-defined]
 
 
 def rate(make_env, steps: int, n_envs: int, slots: bool = True, clock: list[float] | None = None) -> float:  # type: ignore[no-untyped-def]

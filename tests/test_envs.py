@@ -11,6 +11,7 @@ from stable_baselines3.common.env_checker import check_env as sb3_check_env
 import envs
 from envs.base import InvalidAction
 from envs.dual import env as dual_env
+from envs.obs import SERVER_FEATURES
 from envs.sim import scenarios
 from envs.sim.metrics import TIMING_KEYS, summarize
 from envs.sim.policy import ComposedScheduler
@@ -192,8 +193,6 @@ def test_placement_observation_says_where_the_rest_of_the_gang_fits():
     """fits_left and spare read each server's free GPUs against the workers still to place; with
     them best fit (Aryl's placement, the expert) is visible per server: it picks, within its
     preferred pool, a server that holds the rest with the least spare."""
-    from envs.obs import SERVER_FEATURES
-
     env = gym.make("loangym/Placement-v0", scenario="default", ordering="sjf", overrides=small("default")).unwrapped
     obs, info = env.reset(options={"scenario_seed": 3})
     g = len(SERVER_FEATURES)
