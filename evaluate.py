@@ -183,21 +183,35 @@ def print_table(console: Console, doc: dict, reference: str, seeds: str) -> None
         table.add_column(heading, justify="right", no_wrap=True)
         if k == "avg_jct_s":
             table.add_column("95% CI", justify="right", no_wrap=True)
+    why = {(r["policy"], r["scenario"], str(r["settings"])): r["why"] for r in doc["ratios"]}
     for a in aggs:
-        r = ratio.get((a["policy"], a["scenario"], str(a["settings"])), {})
-        cells = [a["policy"]] + ([a["scenario"]] if scenarios else [])
+        key = (a["policy"], a["scenario"], str(a["settings"]))
+        r, short = ratio.get(key, {}), why.get(key)
+        unfinished = bool(a["metrics"]["jobs_unfinished"]["mean"])
+        cells = [a["policy"] + (" (!)" if unfinished else "")] + ([a["scenario"]] if scenarios else [])
         if varying:
             cells.append(" ".join(f"{k.rsplit('.', 1)[-1]}={a['settings'][k]}" for k in varying if k in a["settings"]))
         for k in TABLE:
             s = a["metrics"][k]
-            cells.append(_fmt(s["mean"]) + (f"\n({r[k]:.2f})" if r.get(k) is not None else ""))
+            shown = f"\n({r[k]:.2f})" if r.get(k) is not None else "\n(unfinished)" if short else ""
+            cells.append(_fmt(s["mean"]) + shown)
             if k == "avg_jct_s":
                 cells.append("±" + _fmt(s["ci95"]) if s["ci95"] is not None else "-")
-        table.add_row(*cells)
+        table.add_row(*cells, style="yellow" if unfinished else None)
+    if any(a["metrics"]["jobs_unfinished"]["mean"] for a in aggs):
+        table.caption = (
+            "(!) some runs left jobs unfinished: their statistics count the finished jobs only, "
+            "and no ratio is computed with them (notes below)"
+        )
+        table.caption_justify = "left"
     console.print(table)
     notes = {(run["policy"], run["scenario"], note) for run in doc["runs"] for note in run["notes"]}
     for policy, scenario, note in sorted(notes):
         console.print(f"note: {policy} on {scenario}: {note}", highlight=False)
+    dropped = [w for w in doc["meta"]["workloads"] if w["jobs_dropped"]]
+    if dropped:
+        seeds_ = ", ".join(f"{w['scenario']} seed {w['seed']}: {w['jobs_dropped']}" for w in dropped)
+        console.print(f"dropped as unrunnable, the same jobs for every policy: {seeds_}", highlight=False)
 
 
 def _fmt(v: float | None) -> str:

@@ -57,6 +57,7 @@ from agents.trained import AGENT_PREFIX, AgentSpec, Models, check_agent, episode
 from envs.sim import scenarios
 from envs.sim.config import ConfigError
 from envs.sim.engine import SimResult
+from envs.sim.feasibility import UnrunnableError, unrunnable
 from envs.sim.fileio import atomic_write
 from envs.sim.metrics import METRICS, summarize
 from envs.sim.model import JobClass
@@ -74,7 +75,9 @@ class Task:
     """One run. ``scenario_sets`` are ``--set`` overrides of the scenario, ``policy_sets`` of the
     policy (given as ``policy.<field>=value``; an agent takes none). ``agent`` is set for
     ``ppo:RUN`` policies; ``inputs`` is a digest of the files the run reads (trace, checkpoints),
-    so that a resumed sweep does not reuse results computed from other files."""
+    so that a resumed sweep does not reuse results computed from other files. ``borrowing``:
+    whether every policy of the sweep borrows inference servers; it fixes which jobs must be
+    runnable, so that every policy of a sweep replays the same jobs (``scenarios.build``)."""
 
     policy: str
     scenario: str
@@ -83,13 +86,22 @@ class Task:
     policy_sets: tuple[tuple[str, str], ...] = ()
     agent: AgentSpec | None = None
     inputs: str = ""
+    borrowing: bool = True  # every policy of the sweep borrows: see scenarios.build (one job set for all)
 
     @property
     def settings(self) -> dict[str, str]:
         return dict(self.scenario_sets) | {f"policy.{k}": v for k, v in self.policy_sets}
 
     def key(self) -> str:
-        ident = [self.policy, self.scenario, self.seed, self.scenario_sets, self.policy_sets, self.inputs]
+        ident = [
+            self.policy,
+            self.scenario,
+            self.seed,
+            self.scenario_sets,
+            self.policy_sets,
+            self.inputs,
+            self.borrowing,
+        ]
         if self.agent is not None:
             a = self.agent
             ident.append([a.max_jobs, a.placement, a.scaling, a.reclaim, a.preemption, a.reward])
@@ -179,6 +191,8 @@ def plan(
             agents[p] = load_agent(p)
         else:
             registry.entry(p)
+    lenders = {p: registry.make(agents[p].placement if p in agents else p).borrows for p in policies}
+    borrowing = all(lenders.values())
     labels = [agents[p].label if p in agents else p for p in policies]
     if len(set(labels)) < len(labels):
         dup = next(x for x in labels if labels.count(x) > 1)
@@ -191,7 +205,8 @@ def plan(
     for scen in scenario_names:
         for scen_tuple, pol_points in points.items():
             scenario = scenarios.get(scen, dict(scen_tuple))
-            scenarios.build(scenario, seeds[0])
+            for seed in seeds:
+                _check_runnable(scenario, seed, [p for p in policies if not lenders[p]])
             trace = scenario.workload.trace
             trace_digest = file_digest(Path(trace)) if trace and Path(trace).is_file() else ""
             for p in policies:
@@ -203,8 +218,24 @@ def plan(
                     if agent is None:
                         registry.make(p, dict(pol_tuple))
                     label = agent.label if agent else p
-                    tasks.extend(Task(label, scen, s, scen_tuple, pol_tuple, agent, inputs) for s in seeds)
+                    tasks.extend(Task(label, scen, s, scen_tuple, pol_tuple, agent, inputs, borrowing) for s in seeds)
     return list(dict.fromkeys(tasks))
+
+
+def _check_runnable(scenario: scenarios.Scenario, seed: int, non_lenders: Sequence[str]) -> None:
+    """Raise the user's error if a job of ``seed`` can never run under some policy of the sweep:
+    under all of them (``scenarios.build``'s sentence), or under those that never borrow (one
+    sentence naming the first). With ``workload.unrunnable=drop`` the tasks drop such jobs instead."""
+    built = scenarios.build(scenario, seed)
+    if not non_lenders or scenario.workload.unrunnable != "error":
+        return
+    bad = unrunnable(built.jobs, built.servers, built.demand, borrowing=False)
+    if bad:
+        raise UnrunnableError(
+            f"policy '{non_lenders[0]}' never borrows inference servers, so {len(bad)} of {len(built.jobs)} jobs "
+            f"(seed {seed}) can never run under it, e.g. job {bad[0].name!r}, which {bad[0].reason}; drop them "
+            "for every policy with --set workload.unrunnable=drop, or evaluate that policy in a sweep of its own."
+        )
 
 
 # ---------------------------------------------------------------------------------------------- running
@@ -213,10 +244,25 @@ def run_task(task: Task, models: Models | None = None) -> TaskResult:
     notes: list[str] = []
     if task.agent is None:
         scenario = scenarios.get(task.scenario, dict(task.scenario_sets))
-        result = scenarios.simulate(scenario, registry.make(task.policy, dict(task.policy_sets)), task.seed)
+        policy = registry.make(task.policy, dict(task.policy_sets))
+        result = scenarios.simulate(scenario, policy, task.seed, borrowing=task.borrowing)
     else:
-        result, notes = episode(task.agent, task.scenario, task.scenario_sets, task.seed, models)
-    return TaskResult(task, summarize(result), tuple(notes), per_job(result), _series(result))
+        result, notes = episode(task.agent, task.scenario, task.scenario_sets, task.seed, models, task.borrowing)
+    metrics = summarize(result)
+    if result.dropped:
+        notes.append(
+            f"{_jobs(result.dropped)} the cluster can never run left out before the run (workload.unrunnable=drop)"
+        )
+    if metrics["jobs_unfinished"]:
+        notes.append(
+            f"{metrics['jobs_unfinished']} of {_jobs(metrics['jobs_total'])} unfinished at the {result.stopped_by} "
+            f"(t = {result.end_time:,.0f} s): its job statistics count the finished jobs only"
+        )
+    return TaskResult(task, metrics, tuple(notes), per_job(result), _series(result))
+
+
+def _jobs(n: Any) -> str:
+    return f"{n} job" + ("" if n == 1 else "s")
 
 
 def per_job(r: SimResult) -> dict[str, list[float]]:
@@ -438,22 +484,32 @@ def reference_of(agg: Aggregate, aggregates: Sequence[Aggregate], reference: str
     return scen[0] if len(scen) == 1 else None
 
 
+def incomplete(agg: Aggregate) -> bool:
+    """Whether some run of the aggregate left jobs unfinished (its job statistics then count the
+    finished jobs only, and are no fair comparison)."""
+    return bool(agg.metrics["jobs_unfinished"].mean)
+
+
 def ratios(aggregates: Sequence[Aggregate], reference: str) -> list[dict[str, Any]]:
     """For every aggregate: each metric's mean / the reference policy's mean (null where either
     is null or the reference's is 0). Above 1: the policy's figure is larger (for times,
-    slowdowns and preemptions: worse; for utilisation and deadline hits: better)."""
+    slowdowns and preemptions: worse; for utilisation and deadline hits: better). Ratios are
+    computed only between aggregates whose runs all finished every job; otherwise every ratio of
+    the row is null and ``why`` says which side left jobs unfinished."""
     out = []
     for a in aggregates:
         ref = reference_of(a, aggregates, reference)
         if ref is None:
             continue
+        short = [x.policy for x in ((a,) if a is ref else (a, ref)) if incomplete(x)]
         row = {}
         for k, s in a.metrics.items():
             m, rm = s.mean, ref.metrics[k].mean
-            row[k] = m / rm if m is not None and rm is not None and rm != 0 else None
+            row[k] = m / rm if m is not None and rm is not None and rm != 0 and not short else None
+        why = f"{' and '.join(short)} left jobs unfinished" if short else None
         out.append(
             {"policy": a.policy, "scenario": a.scenario, "settings": dict(a.settings), "reference": reference}
-            | {"metrics": row}
+            | {"metrics": row, "why": why}
         )
     return out
 
@@ -499,8 +555,24 @@ def results_document(
             "commit": git_commit(),
             "python": platform.python_version(),
             "reference": reference,
+            "workloads": workloads(results),
         },
     }
+
+
+def workloads(results: Sequence[TaskResult]) -> list[dict[str, Any]]:
+    """What each (scenario, scenario settings, seed) replayed, the same for every policy of a
+    sweep: jobs run, jobs dropped as unrunnable, and the offered load."""
+    seen: dict[tuple[str, tuple[tuple[str, str], ...], int], dict[str, Any]] = {}
+    for r in results:
+        t = r.task
+        key = (t.scenario, t.scenario_sets, t.seed)
+        if key not in seen:
+            m = r.metrics
+            seen[key] = {"scenario": t.scenario, "settings": dict(t.scenario_sets), "seed": t.seed} | {
+                k: m[k] for k in ("jobs_total", "jobs_dropped", "offered_load")
+            }
+    return list(seen.values())
 
 
 def write_results(

@@ -189,11 +189,16 @@ def file_digest(path: Path) -> str:
 
 
 def episode(
-    agent: AgentSpec, scenario: str, overrides: tuple[tuple[str, str], ...], seed: int, models: Models | None = None
+    agent: AgentSpec,
+    scenario: str,
+    overrides: tuple[tuple[str, str], ...],
+    seed: int,
+    models: Models | None = None,
+    borrowing: bool | None = None,
 ) -> tuple[SimResult, list[str]]:
     """One episode of ``agent`` on the scenario (with overrides) for ``seed``, and its notes: if
     the cluster has another number of servers than the placement agent was trained for, the run's
-    placement heuristic places instead (ours)."""
+    placement heuristic places instead (ours). ``borrowing``: see ``scenarios.build``."""
     from agents.partners import play_episode
     from envs.core import CoreConfig
     from envs.sim import scenarios
@@ -208,7 +213,7 @@ def episode(
             f"placement by heuristic '{agent.placement}': the scenario has {servers} servers, "
             f"the placement agent was trained for {agent.num_servers}"
         )
-    config = CoreConfig.from_kwargs(**agent.core_kwargs(scenario, overrides), series=True)
+    config = CoreConfig.from_kwargs(**agent.core_kwargs(scenario, overrides), series=True, borrowing=borrowing)
     result = play_episode(config, seed, ordering, placement, agent.max_jobs).result
     assert result is not None
     return result, notes

@@ -62,6 +62,9 @@ class CoreConfig:
     preemption: str | None = "aryl"
     reward: str = "jct"
     series: bool = False  # keep the scenario's time series (evaluation plots them; training does not need them)
+    borrowing: bool | None = (
+        None  # jobs must be runnable by a policy that borrows (scenarios.build); None: as ours does
+    )
 
     @staticmethod
     def from_kwargs(**kw: Any) -> CoreConfig:
@@ -117,7 +120,8 @@ class Core:
             borrows=place.borrows,
             round_s=pre.round_s if pre else None,
         )
-        built = scenarios.build(self.scenario, seed)
+        built = scenarios.build(self.scenario, seed, self.scheduler.borrows if c.borrowing is None else c.borrowing)
+        self._dropped = len(built.dropped)
         if hasattr(self.scheduler.placement, "use_rng"):
             self.scheduler.placement.use_rng(built.policy_rng)
         self.engine = Engine(
@@ -183,6 +187,7 @@ class Core:
         assert self.engine is not None
         if not self.engine.next_decision():
             self.result = self.engine.result()
+            self.result.dropped = self._dropped
             self.metrics = summarize(self.result)
             return
         self._begin_decision_point()

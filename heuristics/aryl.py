@@ -48,6 +48,7 @@ import bisect
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Annotated
 
 from envs.sim.policy import (
     ClusterView,
@@ -58,6 +59,7 @@ from envs.sim.policy import (
     Preemption,
     Scaling,
 )
+from envs.sim.settings import Flag, Num, Settings
 from envs.sim.throughput import packed_servers
 from heuristics.aryl_place import ArylPlacement
 from heuristics.aryl_reclaim import ArylReclaim
@@ -66,7 +68,7 @@ from heuristics.registry import register
 
 
 @dataclass(frozen=True)
-class ArylConfig:
+class ArylConfig(Settings):
     """Settings of ``aryl``, ``aryl-basic``, ``aryl-nogroup`` and ``afs``.
 
     :param age_bound_s: a pending job that has waited this long goes to the front of phase 1 and
@@ -84,14 +86,14 @@ class ArylConfig:
         GPU-hours a reclaim preemption loses (reclaim tie-breaker).
     """
 
-    age_bound_s: float = 12 * 3600.0
-    restart_base_s: float = 30.0
-    restart_per_gpu_s: float = 1.0
-    churn_factor: float = 1.0
-    make_room: bool = True
-    rescue: bool = True
-    elastic_loaned_first: bool = True
-    checkpoint_interval_s: float = 1800.0
+    age_bound_s: Annotated[float, Num(gt=0)] = 12 * 3600.0
+    restart_base_s: Annotated[float, Num(ge=0)] = 30.0
+    restart_per_gpu_s: Annotated[float, Num(ge=0)] = 1.0
+    churn_factor: Annotated[float, Num(ge=0)] = 1.0
+    make_room: Annotated[bool, Flag()] = True
+    rescue: Annotated[bool, Flag()] = True
+    elastic_loaned_first: Annotated[bool, Flag()] = True
+    checkpoint_interval_s: Annotated[float, Num(ge=0)] = 1800.0
 
 
 _PENDING = JobStatus.PENDING  # (a module constant: an enum member lookup costs more than the test)

@@ -31,22 +31,24 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Annotated
 
 from envs.sim.policy import Action, ClusterView, FewestJobsReclaim, JobStatus
+from envs.sim.settings import Num, Settings
 from heuristics.registry import register
 from heuristics.shockwave_estimate import RegimeObserver
 from heuristics.shockwave_rounds import Leases, capacity, round_actions
 
 
 @dataclass(frozen=True)
-class FairConfig:
+class FairConfig(Settings):
     """:param round_s: seconds per round (Shockwave's simulator: 120 s for every policy).
     :param min_run_rounds: a started job keeps its GPUs for at least this many consecutive rounds
         (a lease, as Themis' and as ``shockwave``'s; ours: each start pays the restart overhead;
         doubled for a job each time a preemption cost it work, see ``shockwave_rounds.Leases``)."""
 
-    round_s: float = 120.0
-    min_run_rounds: int = 3
+    round_s: Annotated[float, Num(ge=1)] = 120.0
+    min_run_rounds: Annotated[int, Num(ge=1)] = 3
 
 
 def _leased_first(leases: Leases, ranked: list[int]) -> list[int]:

@@ -52,11 +52,10 @@ import dataclasses
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Annotated, Protocol
 
 import numpy as np
 
-from envs.sim.config import ConfigError
 from envs.sim.model import JobClass, JobSpec, Pool
 from envs.sim.policy import (
     Action,
@@ -67,6 +66,7 @@ from envs.sim.policy import (
     Preempt,
     Start,
 )
+from envs.sim.settings import Num, Settings
 from heuristics.common import SortedQueue, pack
 from heuristics.registry import register
 
@@ -75,18 +75,14 @@ logger = logging.getLogger(__name__)
 
 # ----------------------------------------------------------------------------- configs
 @dataclass(frozen=True)
-class PreemptionConfig:
+class PreemptionConfig(Settings):
     """Settings shared by ``fitgpp``, ``lrtp`` and ``rand``.
 
     :param max_preemptions: a BE job preempted this many times is no longer a candidate
         (FitGpp's starvation bound); 0 turns preemption off (TE jobs then only jump the queue).
     """
 
-    max_preemptions: int = 3
-
-    def __post_init__(self) -> None:
-        if self.max_preemptions < 0:
-            raise ConfigError(f"policy setting 'max_preemptions' must be >= 0, got {self.max_preemptions}.")
+    max_preemptions: Annotated[int, Num(ge=0)] = 3
 
 
 @dataclass(frozen=True)
@@ -98,12 +94,7 @@ class FitGppConfig(PreemptionConfig):
         [0, 1]: 1 picks the sets that resume fastest, 0 the ones that waste the fewest GPUs.
     """
 
-    s: float = 0.5
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if not 0.0 <= self.s <= 1.0:
-            raise ConfigError(f"policy setting 's' must be in [0, 1], got {self.s}.")
+    s: Annotated[float, Num(ge=0, le=1)] = 0.5
 
 
 # ----------------------------------------------------------------------------- candidate sets

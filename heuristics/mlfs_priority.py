@@ -34,13 +34,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Annotated
 
 from envs.sim.accuracy import DEFAULT_CURVE
 from envs.sim.policy import ClusterView
+from envs.sim.settings import Flag, Num, Settings
 
 
 @dataclass(frozen=True)
-class MlfsConfig:
+class MlfsConfig(Settings):
     """Settings of ``mlfs`` and ``mlfs-noctl`` (``--set policy.<field>=value``).
 
     :param alpha: weight of the ML-feature priority (the paper: 0.3).
@@ -68,33 +70,23 @@ class MlfsConfig:
     :param round_s: period of the load-control rounds (ours: Tiresias' 5 minutes).
     """
 
-    alpha: float = 0.3
-    gamma_d: float = 0.3
-    gamma_r: float = 0.3
-    gamma_w: float = 0.35
-    gamma: float = 0.8
-    time_unit_s: float = 3600.0
-    min_time_s: float = 60.0
-    threshold: float = 0.9
-    server_cpus: float = 64.0
-    server_mem_gb: float = 488.0
-    server_net_gbps: float = 25.0
-    migration: bool = True
-    early_stop: bool = True
-    lowest_share: float = 0.1
-    migration_cooldown_s: float = 1800.0
-    min_gain: float = 0.001
-    round_s: float = 300.0
-
-    def __post_init__(self) -> None:
-        if not 0.0 <= self.alpha <= 1.0:
-            raise ValueError(f"policy.alpha must be in [0, 1], got {self.alpha}")
-        if min(self.gamma_d, self.gamma_r, self.gamma_w, self.gamma) < 0.0:
-            raise ValueError("policy gammas must be >= 0")
-        if not (self.time_unit_s > 0.0 and self.min_time_s > 0.0 and self.threshold > 0.0 and self.round_s > 0.0):
-            raise ValueError("policy.time_unit_s, min_time_s, threshold and round_s must be > 0")
-        if min(self.server_cpus, self.server_mem_gb, self.server_net_gbps) <= 0.0:
-            raise ValueError("policy server capacities must be > 0")
+    alpha: Annotated[float, Num(ge=0, le=1)] = 0.3
+    gamma_d: Annotated[float, Num(ge=0)] = 0.3
+    gamma_r: Annotated[float, Num(ge=0)] = 0.3
+    gamma_w: Annotated[float, Num(ge=0)] = 0.35
+    gamma: Annotated[float, Num(ge=0)] = 0.8
+    time_unit_s: Annotated[float, Num(gt=0)] = 3600.0
+    min_time_s: Annotated[float, Num(gt=0)] = 60.0
+    threshold: Annotated[float, Num(gt=0, le=1)] = 0.9
+    server_cpus: Annotated[float, Num(gt=0)] = 64.0
+    server_mem_gb: Annotated[float, Num(gt=0)] = 488.0
+    server_net_gbps: Annotated[float, Num(gt=0)] = 25.0
+    migration: Annotated[bool, Flag()] = True
+    early_stop: Annotated[bool, Flag()] = True
+    lowest_share: Annotated[float, Num(gt=0, le=1)] = 0.1
+    migration_cooldown_s: Annotated[float, Num(ge=0)] = 1800.0
+    min_gain: Annotated[float, Num(ge=0)] = 0.001
+    round_s: Annotated[float, Num(ge=1)] = 300.0
 
 
 @dataclass(frozen=True, slots=True)

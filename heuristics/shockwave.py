@@ -40,10 +40,12 @@ import dataclasses
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Annotated
 
 import numpy as np
 
 from envs.sim.policy import Action, ClusterView, FewestJobsReclaim, JobStatus
+from envs.sim.settings import Choice, Each, Flag, Num, Settings
 from heuristics.registry import register
 from heuristics.shockwave_estimate import RegimeObserver
 from heuristics.shockwave_plan import (
@@ -61,7 +63,7 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class ShockwaveConfig:
+class ShockwaveConfig(Settings):
     """:param round_s: seconds per round (Shockwave: 120).
     :param window_rounds: rounds a plan covers, ``T`` (Shockwave: 20).
     :param replan_every: re-plan after this many rounds even if no job arrived or finished.
@@ -88,24 +90,24 @@ class ShockwaveConfig:
         (ours: a lease; each start pays the restart overhead; doubled for a job each time a
         preemption cost it work, see ``shockwave_rounds.Leases``)."""
 
-    round_s: float = 120.0
-    window_rounds: int = 20
-    replan_every: int = 8
-    k: float = 1e-3
-    rho_max: float = 1.0
-    lam: float = 12.0
-    near_done_power: float = 100.0
-    boost_cap: float = 1e4
-    boost_floor: float = 1e-4
-    momentum: float = 0.9
-    fairness: bool = True
-    time_limit_s: float = 30.0
-    node_limit: int = 2000
-    mip_rel_gap: float = 1e-3
-    max_binaries: int = 4000
-    log_approx: str = "tangent"
-    log_points: tuple[float, ...] = LOG_POINTS
-    min_run_rounds: int = 3
+    round_s: Annotated[float, Num(ge=1)] = 120.0
+    window_rounds: Annotated[int, Num(ge=1, le=1000)] = 20
+    replan_every: Annotated[int, Num(ge=1)] = 8
+    k: Annotated[float, Num(ge=0)] = 1e-3
+    rho_max: Annotated[float, Num(gt=0)] = 1.0
+    lam: Annotated[float, Num(ge=0)] = 12.0
+    near_done_power: Annotated[float, Num(ge=0)] = 100.0
+    boost_cap: Annotated[float, Num(ge=1)] = 1e4
+    boost_floor: Annotated[float, Num(gt=0, le=1)] = 1e-4
+    momentum: Annotated[float, Num(ge=0, lt=1)] = 0.9
+    fairness: Annotated[bool, Flag()] = True
+    time_limit_s: Annotated[float, Num(gt=0)] = 30.0
+    node_limit: Annotated[int, Num(ge=1)] = 2000
+    mip_rel_gap: Annotated[float, Num(ge=0, lt=1)] = 1e-3
+    max_binaries: Annotated[int, Num(ge=1)] = 4000
+    log_approx: Annotated[str, Choice(("tangent", "chord"))] = "tangent"
+    log_points: Annotated[tuple[float, ...], Each(Num(ge=0, le=1), 1)] = LOG_POINTS
+    min_run_rounds: Annotated[int, Num(ge=1)] = 3
 
 
 @dataclass(frozen=True)

@@ -17,21 +17,23 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Annotated
 
 from envs.sim.policy import Action, ClusterView, FewestJobsReclaim, JobStatus, Preempt, Start
+from envs.sim.settings import Each, Num, Settings
 from heuristics.common import TRAINING_ONLY, SortedQueue, free_gpus, pack
 from heuristics.registry import register
 
 
 @dataclass(frozen=True)
-class TiresiasConfig:
+class TiresiasConfig(Settings):
     """:param thresholds_gpu_h: queue boundaries in GPU-hours of attained service.
     :param round_s: seconds between two preemptive re-prioritisations.
     :param promote_knob: promote a job waiting longer than this times its executed time."""
 
-    thresholds_gpu_h: tuple[float, ...] = (1.0, 10.0)
-    round_s: float = 300.0
-    promote_knob: float = 8.0
+    thresholds_gpu_h: Annotated[tuple[float, ...], Each(Num(gt=0))] = (1.0, 10.0)
+    round_s: Annotated[float, Num(ge=1)] = 300.0
+    promote_knob: Annotated[float, Num(ge=0)] = 8.0
 
 
 @dataclass

@@ -18,7 +18,7 @@ HEADER = "job_id,submit_time_s,duration_s,num_gpus\n"
         (HEADER + "a,0,100,1\nb,zero,100,1\n", ["line 3", "submit_time_s"]),  # non-numeric
         (HEADER + "a,0,100,1\nb,-5,100,1\n", ["line 3", "submit_time_s"]),  # negative
         (HEADER + "a,0,100,0\n", ["line 2", "num_gpus"]),  # zero GPUs
-        (HEADER + "a,0,100,4096\n", ["line 2", "num_gpus", "4096"]),  # more GPUs than the cluster
+        (HEADER + "a,0,100,4096\n", ["line 2", "4096 GPUs", "never run"]),  # more GPUs than the cluster
         ("", ["empty"]),  # empty file
         (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe", []),  # binary junk
     ],

@@ -89,7 +89,7 @@ def test_grid_is_the_cartesian_product_and_a_semicolon_stays_inside_one_value():
 
 # ---------------------------------------------------------------------------------------------- aggregation
 def _result(policy: str, seed: int, **metrics: float | None) -> ev.TaskResult:
-    full = dict.fromkeys(METRICS, 1.0) | metrics
+    full = dict.fromkeys(METRICS, 1.0) | {"jobs_unfinished": 0} | metrics
     return ev.TaskResult(ev.Task(policy, "default", seed), full)
 
 
@@ -300,7 +300,7 @@ def _bad_run(run_dir: Path, tmp_path: Path, **layout: int) -> Path:
         (["--set", "novalue"], "expects key=value"),
         (
             ["--scenarios", "dynamic", "--set", "dynamic.accordion_first_critical=0.9;0.1"],
-            "must satisfy 0 <= lo <= hi < 1",
+            "must be a range lo;hi with lo <= hi, both in [0, 1)",
         ),
         (["--set", "workload.synthetic.gpu_demand=1:0.5;2:0.4"], "probabilities must sum to 1"),
         (["--set", "workload.synthetic.gpu_demand=1:0.5:2"], "expects 2 values"),

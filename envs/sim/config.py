@@ -9,6 +9,8 @@ import typing
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
+from envs.sim.settings import SettingError
+
 T = TypeVar("T")
 
 
@@ -63,7 +65,11 @@ def _set(obj: Any, path: list[str], raw: str, key: str, what: str) -> Any:
         return dataclasses.replace(obj, **{name: value})
     except ConfigError:
         raise
-    except ValueError as e:  # the dataclass's own validation
+    except SettingError as e:  # the field's rule (or, if another field's, that one's)
+        if e.name == name and e.owner == type(obj).__name__:
+            raise ConfigError(f"setting '{key}={raw}' {e.rule.text}.") from None
+        raise ConfigError(f"setting '{key}={raw}': {e}.") from None
+    except ValueError as e:  # the dataclass's own checks across fields
         raise ConfigError(f"setting '{key}={raw}': {e}") from None
 
 

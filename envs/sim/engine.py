@@ -29,6 +29,7 @@ import math
 import time as _time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Annotated
 
 import numpy as np
 
@@ -49,6 +50,7 @@ from envs.sim.policy import (
     Start,
     Stop,
 )
+from envs.sim.settings import Num, Settings
 from envs.sim.throughput import ThroughputModel
 
 logger = logging.getLogger(__name__)
@@ -73,7 +75,7 @@ class DecisionError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class SimConfig:
+class SimConfig(Settings):
     """Mechanics shared by every scenario.
 
     :param restart_base_s: fixed cost of every (re)start, rescale or migration.
@@ -92,16 +94,16 @@ class SimConfig:
         started for this long: the policy will never run the ones left.
     """
 
-    restart_base_s: float = 30.0
-    restart_per_gpu_s: float = 1.0
-    checkpoint_interval_s: float = 1800.0
-    mtbf_h: float = 0.0
-    repair_h: float = 2.0
-    horizon_s: float = math.inf
-    sample_s: float = 300.0
-    fluctuation: float = 0.0
-    contention: float = 0.0
-    stall_s: float = 7 * 86400.0
+    restart_base_s: Annotated[float, Num(ge=0)] = 30.0
+    restart_per_gpu_s: Annotated[float, Num(ge=0)] = 1.0
+    checkpoint_interval_s: Annotated[float, Num(ge=0)] = 1800.0
+    mtbf_h: Annotated[float, Num(ge=0)] = 0.0
+    repair_h: Annotated[float, Num(gt=0)] = 2.0
+    horizon_s: Annotated[float, Num(gt=0)] = math.inf
+    sample_s: Annotated[float, Num(ge=0)] = 300.0
+    fluctuation: Annotated[float, Num(ge=0)] = 0.0
+    contention: Annotated[float, Num(ge=0)] = 0.0
+    stall_s: Annotated[float, Num(gt=0)] = 7 * 86400.0
 
 
 class _Job:
@@ -244,6 +246,8 @@ class SimResult:
     series: dict[str, np.ndarray]
     events: int
     log: list[tuple[float, str, int, str]] | None
+    stopped_by: str = ""  # why a truncated run stopped: "horizon", "stall guard" or "end of events"
+    dropped: int = 0  # jobs of the workload left out before the run as unrunnable (set by the caller)
 
 
 class Engine:
@@ -325,6 +329,7 @@ class Engine:
         self._window: Usage | None = None
         self._arrived = 0
         self.truncated = False
+        self.stopped_by = ""  # why a truncated run stopped: "horizon", "stall guard" or "end of events"
         self.finished = False
         self.events = 0  # processed events (for benchmarks)
         self._last_start = 0.0
@@ -400,10 +405,10 @@ class Engine:
         while heap and self.done < n:
             t = heap[0][0]
             if t > c.horizon_s:
-                self.truncated = True
+                self.truncated, self.stopped_by = True, "horizon"
                 break
             if not self.running and self._arrived == n and t - self._last_start > c.stall_s:
-                self.truncated = True
+                self.truncated, self.stopped_by = True, "stall guard"
                 logger.warning(
                     "[t=%.1f] stopping: %d jobs wait and nothing has started for %.0f s",
                     t,
@@ -421,6 +426,7 @@ class Engine:
                 return True
         if self.done < n:
             self.truncated = True
+            self.stopped_by = self.stopped_by or "end of events"
             if math.isfinite(c.horizon_s):
                 self._advance(c.horizon_s)
         self.finished = True
@@ -930,6 +936,7 @@ class Engine:
             series={n: series_arr[:, i] for i, n in enumerate(names)},
             events=self.events,
             log=self.log,
+            stopped_by=self.stopped_by,
         )
 
     def _usage(self) -> Usage:

@@ -21,16 +21,22 @@ import functools
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
+
+from envs.sim.settings import Flag, Num, Settings, Text
 
 
 class InferenceConfigError(ValueError):
     """An inference curve that cannot exist (e.g. a peak above 100%) or a bad series file."""
 
 
+HOUR = Num(ge=0, lt=24)
+
+
 @dataclass(frozen=True)
-class InferenceConfig:
+class InferenceConfig(Settings):
     """The inference cluster and its load.
 
     :param peak_to_trough: ratio of the busiest to the quietest utilisation of a day (Aryl: 2.2).
@@ -39,7 +45,7 @@ class InferenceConfig:
     :param peak_start_hour: hour of day the peak plateau begins (night).
     :param peak_hours: length of the peak plateau (Aryl: about four hours).
     :param start_hour: hour of day at simulated time 0.
-    :param step_s: seconds between two re-evaluations of demand.
+    :param step_s: seconds between two re-evaluations of demand (at least 1 s).
     :param noise: standard deviation of the per-step log-normal noise on utilisation (0 = none).
     :param headroom: share of inference servers always kept for latency SLAs (never loaned).
     :param notice_s: seconds between a reclaim notice and the deadline by which the server must
@@ -48,18 +54,18 @@ class InferenceConfig:
     :param series_csv: path of a ``time_s,utilization`` series that replaces the synthetic curve.
     """
 
-    peak_to_trough: float = 2.2
-    mean_utilization: float = 0.65
-    trough_hour: float = 5.0
-    peak_start_hour: float = 20.0
-    peak_hours: float = 4.0
-    start_hour: float = 0.0
-    step_s: float = 300.0
-    noise: float = 0.0
-    headroom: float = 0.05
-    notice_s: float = 120.0
-    never_reclaim: bool = False
-    series_csv: str | None = None
+    peak_to_trough: Annotated[float, Num(ge=1)] = 2.2
+    mean_utilization: Annotated[float, Num(ge=0, le=1)] = 0.65
+    trough_hour: Annotated[float, HOUR] = 5.0
+    peak_start_hour: Annotated[float, HOUR] = 20.0
+    peak_hours: Annotated[float, HOUR] = 4.0
+    start_hour: Annotated[float, HOUR] = 0.0
+    step_s: Annotated[float, Num(ge=1)] = 300.0
+    noise: Annotated[float, Num(ge=0)] = 0.0
+    headroom: Annotated[float, Num(ge=0, le=1)] = 0.05
+    notice_s: Annotated[float, Num(ge=0)] = 120.0
+    never_reclaim: Annotated[bool, Flag()] = False
+    series_csv: Annotated[str | None, Text("a CSV the loader checks")] = None
 
 
 def _shape(hour: float, c: InferenceConfig) -> float:
@@ -114,6 +120,12 @@ class DemandCurve:
         if c.noise > 0.0:
             u *= math.exp(self._rng.normal(0.0, c.noise))
         return min(1.0, max(0.0, u))
+
+    def lowest_utilization(self) -> float:
+        """The lowest utilisation of the curve without its noise (of the series, if one is read)."""
+        if self._series is not None:
+            return float(np.min(self._series[1]))
+        return min(1.0, self.u_min)
 
     def servers_needed(self, u: float) -> int:
         n = self.servers

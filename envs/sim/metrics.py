@@ -12,7 +12,10 @@ the figure Shockwave reports (uw-mad-dash/shockwave ``Scheduler.get_finish_time_
 Themis'). It only means something when the jobs arrive in a burst, as in ``dynamic``; over a
 trace that spans days it is near 0.
 Statistics over jobs use the finished jobs; unfinished ones are counted in ``jobs_unfinished``
-(and count as misses in ``deadline_hit_ratio``). Makespan = last finish - first submit (if a
+(and count as misses in ``deadline_hit_ratio``); jobs the cluster could never run and that the
+scenario left out (``workload.unrunnable=drop``) in ``jobs_dropped``. Offered load = GPUs x
+duration summed over the jobs, per second of the arrival window (first to last submit), over
+the training pool's GPUs (null if every job arrives at once). Makespan = last finish - first submit (if a
 job is unfinished, end of the run - first submit).
 
 Accuracy (jobs with a learning curve, ``envs/sim/accuracy.py``): a job's accuracy at its end is
@@ -42,6 +45,7 @@ import numpy as np
 
 from envs.sim.engine import SimResult
 from envs.sim.model import JobClass, Pool
+from envs.sim.workload import offered_load
 
 UNFAIR_RHO = 1.05
 
@@ -50,6 +54,8 @@ METRICS: dict[str, tuple[str, str]] = {
     "jobs_total": ("jobs", "jobs submitted in the episode"),
     "jobs_finished": ("jobs", "jobs that finished before the horizon"),
     "jobs_unfinished": ("jobs", "jobs still queued or running at the horizon"),
+    "jobs_dropped": ("jobs", "jobs left out before the run as unrunnable (workload.unrunnable=drop)"),
+    "offered_load": ("share", "GPU-s asked per second of the arrival window / training GPUs"),
     "avg_jct_s": ("s", "mean job completion time"),
     "p50_jct_s": ("s", "median job completion time"),
     "p95_jct_s": ("s", "95th percentile job completion time"),
@@ -139,6 +145,8 @@ def summarize(r: SimResult) -> dict[str, float | int | None]:
         "jobs_total": len(r.jobs),
         "jobs_finished": int(done.sum()),
         "jobs_unfinished": int(len(r.jobs) - done.sum()),
+        "jobs_dropped": r.dropped,
+        "offered_load": offered_load(r.jobs, sum(s.num_gpus for s in r.servers if s.pool == Pool.TRAINING)),
         "avg_jct_s": _stat(jct, mean),
         "p50_jct_s": _stat(jct, _pct(50)),
         "p95_jct_s": _stat(jct, _pct(95)),

@@ -49,14 +49,15 @@ import io
 import math
 import os
 import tempfile
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 
-from envs.sim.model import JobClass, JobSpec
+from envs.sim.model import GPU_TYPES, JobClass, JobSpec
+from envs.sim.settings import Each, Items, Names, Num, Settings, Span, Text
 
 __all__ = [
     "ANY_GPU_TYPE",
@@ -72,6 +73,7 @@ __all__ = [
     "build_jobs",
     "generate",
     "load_trace",
+    "offered_load",
     "write_trace",
 ]
 
@@ -124,6 +126,8 @@ class TraceRow:
     :param grace_period: seconds a preempted job needs to checkpoint.
     :param user: owner.
     :param vc: virtual cluster (kept for analysis; ``JobSpec`` has no such field).
+    :param line: the row's line in its file (header = line 1), for error messages; ``None`` for
+        rows that come from no file. Not part of equality.
     """
 
     name: str
@@ -140,6 +144,7 @@ class TraceRow:
     grace_period: float | None = None
     user: str | None = None
     vc: str | None = None
+    line: int | None = field(default=None, compare=False)
 
 
 # --------------------------------------------------------------------------------------------
@@ -147,6 +152,18 @@ class TraceRow:
 # --------------------------------------------------------------------------------------------
 
 _SHOW_MAX = 40
+
+SHARE = Num(ge=0, le=1)
+GPU_TYPE = Names("GPU type", lambda: GPU_TYPES)
+MIXTURE_RULE = "must be WEIGHT:MU:SIGMA;... with WEIGHT in [0, 1], MU in [-50, 50] and SIGMA >= 0"
+MAX_JOBS = 1_000_000
+"""The most jobs a synthetic workload draws (a larger one is a typo: it would take hours)."""
+
+MAX_SECONDS = 10 * 365 * 86400.0
+"""The longest duration and the latest submit time a trace may give: ten years. Beyond it a
+value is a unit mistake (milliseconds read as seconds) or junk, and the event loop would walk
+the inference curve's steps for millions of simulated years."""
+_TOO_LONG = f"of at most {MAX_SECONDS:,.0f} seconds (ten years)"
 
 
 def _show(cell: str) -> str:
@@ -258,7 +275,7 @@ def _read_text(file: str, path: str | os.PathLike[str]) -> str:
         ) from None
 
 
-def _parse_row(cells: _Cells, max_gpus_per_job: int | None) -> TraceRow:
+def _parse_row(cells: _Cells, max_gpus_per_job: int | None, type_map: Mapping[str, str]) -> TraceRow:
     name = cells.text("job_id")
     if name is None:
         raise cells.error("job_id", "expected a job id, got an empty cell")
@@ -268,10 +285,16 @@ def _parse_row(cells: _Cells, max_gpus_per_job: int | None) -> TraceRow:
         raise cells.error(
             "submit_time_s", f"expected a time >= 0 seconds, got {_show(cells.raw('submit_time_s') or '')}"
         )
+    if submit > MAX_SECONDS:
+        raise cells.error(
+            "submit_time_s", f"expected a time {_TOO_LONG}, got {_show(cells.raw('submit_time_s') or '')}"
+        )
     duration = cells.number("duration_s", required=True)
     assert duration is not None
     if duration <= 0:
         raise cells.error("duration_s", f"expected a duration > 0 seconds, got {_show(cells.raw('duration_s') or '')}")
+    if duration > MAX_SECONDS:
+        raise cells.error("duration_s", f"expected a duration {_TOO_LONG}, got {_show(cells.raw('duration_s') or '')}")
     num_gpus = cells.positive_integer("num_gpus", required=True)
     assert num_gpus is not None
     if max_gpus_per_job is not None and num_gpus > max_gpus_per_job:
@@ -289,6 +312,14 @@ def _parse_row(cells: _Cells, max_gpus_per_job: int | None) -> TraceRow:
             names = [part.strip() for part in gpu_cell.split("|")]
             if not all(names):
                 raise cells.error("gpu_type", f"expected GPU type names separated by '|', got {_show(gpu_cell)}")
+            names = [type_map.get(n, n) for n in names]
+            unknown = [n for n in names if n not in GPU_TYPES]
+            if unknown:
+                raise cells.error(
+                    "gpu_type",
+                    f"unknown GPU type {_show(unknown[0])}; known types: {', '.join(GPU_TYPES)} (map the trace's "
+                    f"own names with --set workload.gpu_type_map={unknown[0]}:{next(iter(GPU_TYPES))})",
+                )
             gpu_types = frozenset(names)
 
     job_class: JobClass | None = None
@@ -334,25 +365,34 @@ def _parse_row(cells: _Cells, max_gpus_per_job: int | None) -> TraceRow:
         grace_period=grace,
         user=cells.text("user"),
         vc=cells.text("vc"),
+        line=cells.line,
     )
 
 
-def load_trace(path: str | os.PathLike[str], max_gpus_per_job: int | None = None) -> list[TraceRow]:
+def load_trace(
+    path: str | os.PathLike[str],
+    max_gpus_per_job: int | None = None,
+    gpu_type_map: Mapping[str, str] | None = None,
+) -> list[TraceRow]:
     """Read and validate a trace in our CSV schema (see the module docstring).
 
     :param path: the CSV file.
     :param max_gpus_per_job: the most GPUs the cluster can give one job; a row asking for more is
-        an error. ``None`` skips this check.
+        an error. ``None`` skips this check (``scenarios.build`` checks what the cluster can run).
+    :param gpu_type_map: the trace's own GPU type names -> ours (``{"V100M32": "V100-32GB"}``);
+        after it, every name in ``gpu_type`` must be one of :data:`~envs.sim.model.GPU_TYPES`.
     :return: the rows, sorted stably by submit time (ties keep the file's order).
     :raises TraceError: on any problem, with one sentence naming the file, line, column and what
         is wrong: missing or unreadable file, empty file, binary or non-UTF-8 content, missing
         required columns, a column named twice, a row with the wrong number of fields, an empty,
         non-numeric, non-finite, negative or zero value where that is not allowed, GPUs beyond
-        ``max_gpus_per_job``, an inconsistent elastic range, an unknown job class, a deadline not
-        after submit, a repeated job id, or a header with no jobs under it.
+        ``max_gpus_per_job``, an unknown GPU type, a time beyond :data:`MAX_SECONDS`, an
+        inconsistent elastic range, an unknown job class, a deadline not after submit, a repeated
+        job id, or a header with no jobs under it.
     """
     if max_gpus_per_job is not None and max_gpus_per_job < 1:
         raise ValueError(f"max_gpus_per_job must be a positive integer, got {max_gpus_per_job!r}")
+    types = dict(gpu_type_map or {})
     file = os.fspath(path)
     text = _read_text(file, path)
     records = _records(file, text)
@@ -385,7 +425,7 @@ def load_trace(path: str | os.PathLike[str], max_gpus_per_job: int | None = None
             raise TraceError(
                 f"{file}, line {line}, column {column}: the row has {len(record)} fields but the header has {width}."
             )
-        row = _parse_row(_Cells(file, line, record, index), max_gpus_per_job)
+        row = _parse_row(_Cells(file, line, record, index), max_gpus_per_job, types)
         if row.name in seen:
             raise TraceError(
                 f"{file}, line {line}, column job_id: job id {_show(row.name)} already appears "
@@ -502,7 +542,7 @@ _NUM_DRAWS = 7
 
 
 @dataclass(frozen=True)
-class AttributeSampler:
+class AttributeSampler(Settings):
     """Fills in what a trace lacks, from one ``np.random.Generator``.
 
     A trace column always wins: a field below is used only for jobs whose row leaves that
@@ -531,41 +571,28 @@ class AttributeSampler:
         ITP trace (the shipped sample's ``model_name`` column is such a draw).
     """
 
-    elastic_models: frozenset[str] = frozenset({"resnet50", "vgg16", "bert", "imagenet", "gnmt16"})
-    elastic_fraction: float = 1.0
-    elastic_min_ratio: float = 0.5
-    elastic_max_ratio: float = 2.0
-    any_gpu_fraction: float = 0.21
-    default_gpu_type: str = "V100-32GB"
-    te_fraction: float = 0.0
-    te_max_gpus: int = 2
-    te_max_duration: float = 3600.0
-    deadline_fraction: float = 0.0
-    deadline_slack: tuple[float, float] = (1.1, 3.0)
-    grace_period: tuple[float, float] = (30.0, 300.0)
-    models: tuple[str, ...] = ("resnet50", "vgg16", "gpt2", "inception3", "bert", "deepspeech2")
-
-    def __post_init__(self) -> None:
-        for name in ("elastic_fraction", "any_gpu_fraction", "te_fraction", "deadline_fraction"):
-            value = getattr(self, name)
-            if not 0.0 <= value <= 1.0:
-                raise ValueError(f"AttributeSampler.{name} must be in [0, 1], got {value!r}")
-        if not 0.0 < self.elastic_min_ratio <= 1.0:
-            raise ValueError(f"AttributeSampler.elastic_min_ratio must be in (0, 1], got {self.elastic_min_ratio!r}")
-        if not self.elastic_max_ratio >= 1.0:
-            raise ValueError(f"AttributeSampler.elastic_max_ratio must be >= 1, got {self.elastic_max_ratio!r}")
-        lo, hi = self.deadline_slack
-        if not 0.0 < lo <= hi:
-            raise ValueError(f"AttributeSampler.deadline_slack must satisfy 0 < lo <= hi, got {self.deadline_slack!r}")
-        lo, hi = self.grace_period
-        if not 0.0 <= lo <= hi:
-            raise ValueError(f"AttributeSampler.grace_period must satisfy 0 <= lo <= hi, got {self.grace_period!r}")
-        if not self.models:
-            raise ValueError("AttributeSampler.models must name at least one model")
-        if self.te_max_gpus < 1:
-            raise ValueError(f"AttributeSampler.te_max_gpus must be >= 1, got {self.te_max_gpus!r}")
-        if not self.default_gpu_type:
-            raise ValueError("AttributeSampler.default_gpu_type must be a GPU type name")
+    elastic_models: Annotated[frozenset[str], Each(Text())] = frozenset(
+        {"resnet50", "vgg16", "bert", "imagenet", "gnmt16"}
+    )
+    elastic_fraction: Annotated[float, SHARE] = 1.0
+    elastic_min_ratio: Annotated[float, Num(gt=0, le=1)] = 0.5
+    elastic_max_ratio: Annotated[float, Num(ge=1)] = 2.0
+    any_gpu_fraction: Annotated[float, SHARE] = 0.21
+    default_gpu_type: Annotated[str, GPU_TYPE] = "V100-32GB"
+    te_fraction: Annotated[float, SHARE] = 0.0
+    te_max_gpus: Annotated[int, Num(ge=1)] = 2
+    te_max_duration: Annotated[float, Num(gt=0)] = 3600.0
+    deadline_fraction: Annotated[float, SHARE] = 0.0
+    deadline_slack: Annotated[tuple[float, float], Span(Num(gt=0))] = (1.1, 3.0)
+    grace_period: Annotated[tuple[float, float], Span(Num(ge=0))] = (30.0, 300.0)
+    models: Annotated[tuple[str, ...], Each(Text(), min_items=1)] = (
+        "resnet50",
+        "vgg16",
+        "gpt2",
+        "inception3",
+        "bert",
+        "deepspeech2",
+    )
 
 
 def build_jobs(
@@ -590,7 +617,8 @@ def build_jobs(
       missing end is ``num_gpus``). Otherwise a job of an elastic model is elastic with
       probability ``elastic_fraction`` and gets ``[max(1, floor(n * min_ratio)),
       floor(n * max_ratio)]``; any other job is inelastic. ``max_gpus`` is always clamped to
-      ``max_gpus_per_job``.
+      ``max_gpus_per_job``, but never below ``num_gpus`` (a job asking for more than the
+      cluster holds is kept as asked: ``scenarios.build`` finds it unrunnable).
     - ``gpu_types``: ``None`` (any) with probability ``any_gpu_fraction``, else
       ``{default_gpu_type}``. A trace's "any" (:data:`ANY_GPU_TYPE`) becomes ``None``.
     - ``job_class``: TE with probability ``te_fraction`` if ``num_gpus <= te_max_gpus`` and
@@ -604,7 +632,6 @@ def build_jobs(
     :param rng: the only source of randomness.
     :param max_gpus_per_job: the most GPUs the cluster can give one job.
     :return: the jobs, ``job_id == index``.
-    :raises TraceError: if a row asks for more than ``max_gpus_per_job`` GPUs.
     """
     if max_gpus_per_job < 1:
         raise ValueError(f"max_gpus_per_job must be a positive integer, got {max_gpus_per_job!r}")
@@ -621,11 +648,6 @@ def build_jobs(
     jobs: list[JobSpec] = []
     for i, row in enumerate(ordered):
         n_gpus = row.num_gpus
-        if n_gpus > max_gpus_per_job:
-            raise TraceError(
-                f"job {_show(row.name)}, column num_gpus: the job asks for {n_gpus} GPUs but the cluster "
-                f"has only {max_gpus_per_job} GPUs for one job."
-            )
         model = row.model if row.model is not None else models[min(int(u_model[i] * len(models)), len(models) - 1)]
 
         if row.min_gpus is not None or row.max_gpus is not None:
@@ -636,7 +658,7 @@ def build_jobs(
             hi = max(n_gpus, math.floor(n_gpus * sampler.elastic_max_ratio))
         else:
             lo = hi = n_gpus
-        hi = min(hi, max_gpus_per_job)
+        hi = max(n_gpus, min(hi, max_gpus_per_job))
 
         gpu_types: frozenset[str] | None
         if row.gpu_types is not None:
@@ -729,7 +751,7 @@ A single log-normal (mu 9.139, sigma 0.883) would give median 9,327 and p90 28,8
 
 
 @dataclass(frozen=True)
-class SyntheticWorkload:
+class SyntheticWorkload(Settings):
     """A Philly/ITP-like synthetic trace: Poisson arrivals, a GPU-demand mix, log-normal durations.
 
     Arrivals: a Poisson process with mean rate ``arrival_rate_per_hour`` and optional diurnal
@@ -752,7 +774,7 @@ class SyntheticWorkload:
     Rows carry only the trace columns a real trace of this kind has (id, submit, duration, GPUs);
     :func:`build_jobs` samples the rest.
 
-    :param num_jobs: how many jobs.
+    :param num_jobs: how many jobs (at most :data:`MAX_JOBS`).
     :param duration_days: spread the jobs over this many days instead of using the rate.
     :param arrival_rate_per_hour: mean arrival rate.
     :param diurnal_amplitude: relative amplitude of the daily arrival cycle, in [0, 1); 0 = none.
@@ -764,38 +786,30 @@ class SyntheticWorkload:
     :param name_prefix: job names are ``f"{name_prefix}{i}"``.
     """
 
-    num_jobs: int = 2000
-    duration_days: float | None = None
-    arrival_rate_per_hour: float = 17.0
-    diurnal_amplitude: float = 0.0
-    diurnal_peak_hour: float = 14.0
-    gpu_demand: tuple[tuple[int, float], ...] = PHILLY_GPU_DEMAND
-    duration_mixture: tuple[tuple[float, float, float], ...] = ITP_DURATION_MIXTURE
-    min_duration_s: float = 600.0
-    max_duration_s: float = 7 * 86400.0
-    name_prefix: str = "syn-"
+    num_jobs: Annotated[int, Num(ge=1, le=MAX_JOBS)] = 2000
+    duration_days: Annotated[float | None, Num(gt=0, le=MAX_SECONDS / 86400)] = None
+    arrival_rate_per_hour: Annotated[float, Num(gt=0)] = 17.0
+    diurnal_amplitude: Annotated[float, Num(ge=0, lt=1)] = 0.0
+    diurnal_peak_hour: Annotated[float, Num(ge=0, lt=24)] = 14.0
+    gpu_demand: Annotated[
+        tuple[tuple[int, float], ...],
+        Each(Items((Num(ge=1), SHARE)), 1, "must be GPUS:P;GPUS:P pairs with GPUS >= 1 and P in [0, 1]"),
+    ] = PHILLY_GPU_DEMAND
+    duration_mixture: Annotated[
+        tuple[tuple[float, float, float], ...], Each(Items((SHARE, Num(ge=-50, le=50), Num(ge=0))), 1, MIXTURE_RULE)
+    ] = ITP_DURATION_MIXTURE
+    min_duration_s: Annotated[float, Num(gt=0, le=MAX_SECONDS)] = 600.0
+    max_duration_s: Annotated[float, Num(gt=0, le=MAX_SECONDS)] = 7 * 86400.0
+    name_prefix: Annotated[str, Text()] = "syn-"
 
     def __post_init__(self) -> None:
-        if self.num_jobs < 1:
-            raise ValueError(f"SyntheticWorkload.num_jobs must be >= 1, got {self.num_jobs!r}")
-        if self.duration_days is not None and not self.duration_days > 0:
-            raise ValueError(f"SyntheticWorkload.duration_days must be > 0, got {self.duration_days!r}")
-        if not self.arrival_rate_per_hour > 0:
-            raise ValueError(f"SyntheticWorkload.arrival_rate_per_hour must be > 0, got {self.arrival_rate_per_hour!r}")
-        if not 0.0 <= self.diurnal_amplitude < 1.0:
-            raise ValueError(f"SyntheticWorkload.diurnal_amplitude must be in [0, 1), got {self.diurnal_amplitude!r}")
-        if not self.gpu_demand or any(g < 1 or p < 0 for g, p in self.gpu_demand):
-            raise ValueError(
-                f"SyntheticWorkload.gpu_demand must be ((gpus >= 1, p >= 0), ...), got {self.gpu_demand!r}"
-            )
+        super().__post_init__()
         if not math.isclose(sum(p for _, p in self.gpu_demand), 1.0, abs_tol=1e-6):
             raise ValueError("SyntheticWorkload.gpu_demand probabilities must sum to 1")
-        if not self.duration_mixture or any(w < 0 or s < 0 for w, _, s in self.duration_mixture):
-            raise ValueError("SyntheticWorkload.duration_mixture must be ((weight >= 0, mu, sigma >= 0), ...)")
         if not math.isclose(sum(w for w, _, _ in self.duration_mixture), 1.0, abs_tol=1e-3):
             raise ValueError("SyntheticWorkload.duration_mixture weights must sum to 1")
-        if not 0 < self.min_duration_s <= self.max_duration_s:
-            raise ValueError("SyntheticWorkload needs 0 < min_duration_s <= max_duration_s")
+        if not self.min_duration_s <= self.max_duration_s:
+            raise ValueError("SyntheticWorkload needs min_duration_s <= max_duration_s")
 
 
 def _diurnal_accept(workload: SyntheticWorkload, times: np.ndarray) -> np.ndarray:
@@ -875,3 +889,13 @@ def generate(workload: SyntheticWorkload, rng: np.random.Generator) -> list[Trac
         TraceRow(f"{prefix}{i}", s, d, g)
         for i, (s, d, g) in enumerate(zip(submit.tolist(), duration.tolist(), gpus.tolist(), strict=True))
     ]
+
+
+def offered_load(jobs: Sequence[TraceRow] | Sequence[JobSpec], training_gpus: int) -> float | None:
+    """GPU-seconds asked (GPUs x duration) per second of the arrival window (first to last
+    submit), as a share of ``training_gpus``; ``None`` if every job arrives at one instant."""
+    submits = [j.submit_time for j in jobs]
+    span = max(submits) - min(submits) if submits else 0.0
+    if span <= 0.0 or training_gpus <= 0:
+        return None
+    return math.fsum(j.num_gpus * j.duration for j in jobs) / (span * training_gpus)

@@ -8,30 +8,55 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 
 from envs.sim.config import ConfigError, apply_overrides
 from envs.sim.engine import Engine, SimConfig, SimResult
+from envs.sim.feasibility import Unrunnable, UnrunnableError, describe, unrunnable
 from envs.sim.inference import DemandCurve, InferenceConfig
 from envs.sim.model import GPU_TYPES, JobSpec, Pool, ServerSpec
 from envs.sim.policy import Scheduler
+from envs.sim.settings import Check, Choice, Each, Items, Num, Settings, Text
 from envs.sim.throughput import ThroughputModel
 from envs.sim.workload import (
+    GPU_TYPE,
     AttributeSampler,
     SyntheticWorkload,
     TraceError,
+    TraceRow,
     build_jobs,
     generate,
     load_trace,
+    offered_load,
 )
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 ITP_TRACE = str(DATA / "traces" / "itp_cluster04_2000.csv")
 
 
+MAX_SERVERS = 100_000
+"""The most servers of one pool (a larger count is a typo)."""
+
+
+def _mix(text: str) -> list[tuple[str, int]] | None:
+    """``"V100-32GB:6,A100-40GB:4"`` -> pairs (``[]`` for ""), or None if malformed."""
+    out = []
+    for part in text.split(",") if text.strip() else []:
+        name, _, count = part.strip().rpartition(":")
+        if name not in GPU_TYPES or not count.isdigit() or int(count) > MAX_SERVERS:
+            return None
+        out.append((name, int(count)))
+    return out
+
+
+TYPE_MAP = Each(Items((Text(), GPU_TYPE)), say="must be NAME:TYPE;NAME:TYPE pairs, each TYPE a known GPU type")
+MIX = Check(lambda m: _mix(m) is not None, "must be TYPE:COUNT,... with known GPU types and whole counts", "X:1")
+
+
 @dataclass(frozen=True)
-class ClusterConfig:
+class ClusterConfig(Settings):
     """:param training_servers: servers of the training cluster.
     :param training_gpu: their GPU type (a name from ``model.GPU_TYPES``).
     :param inference_servers: servers of the inference cluster (0 = no loaning at all).
@@ -44,56 +69,66 @@ class ClusterConfig:
         with sigma ``group_sigma``; each machine's adds its own, sigma ``server_sigma``.
         Servers are assigned to groups round-robin; draws come from the scenario's seed."""
 
-    training_servers: int = 16
-    training_gpu: str = "V100-32GB"
-    inference_servers: int = 24
-    inference_gpu: str = "T4-16GB"
-    gpus_per_server: int = 8
-    training_mix: str = ""
-    speed_groups: int = 0
-    group_sigma: float = 0.15
-    server_sigma: float = 0.05
+    training_servers: Annotated[int, Num(ge=0, le=MAX_SERVERS)] = 16
+    training_gpu: Annotated[str, GPU_TYPE] = "V100-32GB"
+    inference_servers: Annotated[int, Num(ge=0, le=MAX_SERVERS)] = 24
+    inference_gpu: Annotated[str, GPU_TYPE] = "T4-16GB"
+    gpus_per_server: Annotated[int, Num(ge=1, le=64)] = 8
+    training_mix: Annotated[str, MIX] = ""
+    speed_groups: Annotated[int, Num(ge=0)] = 0
+    group_sigma: Annotated[float, Num(ge=0)] = 0.15
+    server_sigma: Annotated[float, Num(ge=0)] = 0.05
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if sum(n for _, n in self.training_types()) < 1:
+            raise ValueError("the cluster needs at least one training server")
 
     def training_types(self) -> list[tuple[str, int]]:
         """(GPU type, servers) of the training pool."""
         if not self.training_mix:
             return [(self.training_gpu, self.training_servers)]
-        out = []
-        for part in self.training_mix.split(","):
-            name, _, count = part.strip().rpartition(":")
-            if not name or not count.isdigit():
-                raise ConfigError(f"cluster.training_mix expects TYPE:COUNT,..., got '{self.training_mix}'.")
-            out.append((name, int(count)))
-        return out
+        mix = _mix(self.training_mix)
+        assert mix is not None  # the field's rule
+        return mix
 
 
 @dataclass(frozen=True)
-class WorkloadConfig:
+class WorkloadConfig(Settings):
     """:param trace: a CSV in our schema to replay; empty = the synthetic generator.
     :param synthetic: the synthetic generator's distributions (``num_jobs`` is the episode size).
-    :param load: if > 0, the synthetic arrival rate is set so that the offered GPU-hours per
-        hour equal ``load`` x the training pool's GPUs (``arrival_rate_per_hour`` is ignored).
+    :param load: if > 0, the offered load: GPU-hours asked per hour of arrivals, as a share of
+        the training pool's GPUs. A synthetic workload draws its arrival rate for it
+        (``arrival_rate_per_hour`` is ignored); a trace's window has its submit times stretched
+        or compressed by one factor (durations, sizes and order stay as recorded).
     :param attributes: samplers for what the trace lacks.
     :param first_job: the episode's window starts at this job of the trace...
     :param num_jobs: ...and holds this many (0 = all); submit times are rebased to its first job.
+    :param unrunnable: what to do with jobs the cluster can never run (``envs/sim/feasibility.py``):
+        ``error`` refuses the run with one sentence, ``drop`` leaves them out (counted in the
+        run's ``jobs_dropped`` and notes).
+    :param gpu_type_map: a trace's own GPU type names -> ours, as ``NAME:TYPE;NAME:TYPE``
+        (``G2:A100-40GB;V100M32:V100-32GB``).
     """
 
-    trace: str = ""
+    trace: Annotated[str, Text("a CSV the loader checks")] = ""
     synthetic: SyntheticWorkload = field(default_factory=SyntheticWorkload)
-    load: float = 0.0
+    load: Annotated[float, Num(ge=0, le=100)] = 0.0
     attributes: AttributeSampler = field(default_factory=AttributeSampler)
-    first_job: int = 0
-    num_jobs: int = 0
+    first_job: Annotated[int, Num(ge=0)] = 0
+    num_jobs: Annotated[int, Num(ge=0)] = 0
+    unrunnable: Annotated[str, Choice(("error", "drop"))] = "error"
+    gpu_type_map: Annotated[tuple[tuple[str, str], ...], TYPE_MAP] = ()
 
 
 @dataclass(frozen=True)
-class Scenario:
-    name: str
+class Scenario(Settings):
+    name: Annotated[str, Text()]
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     inference: InferenceConfig = field(default_factory=InferenceConfig)
     workload: WorkloadConfig = field(default_factory=WorkloadConfig)
     sim: SimConfig = field(default_factory=SimConfig)
-    version: int = 1
+    version: Annotated[int, Num(ge=1)] = 1
 
     def make_jobs(self, jobs: list[JobSpec], rng: np.random.Generator) -> list[JobSpec]:
         """Scenario-specific job attributes (learning curves, batch-size schedules, ...): a
@@ -112,6 +147,7 @@ class Built:
     demand: DemandCurve | None
     failure_rng: np.random.Generator
     policy_rng: np.random.Generator
+    dropped: tuple[Unrunnable, ...] = ()  # jobs left out as unrunnable (``workload.unrunnable=drop``)
 
 
 _SCENARIOS: dict[str, Callable[[], Scenario]] = {}
@@ -175,8 +211,11 @@ def mean_gpu_seconds(w: SyntheticWorkload) -> float:
     return duration * sum(g * p for g, p in w.gpu_demand)
 
 
-def build(s: Scenario, seed: int) -> Built:
-    """Draw the scenario's jobs and inference noise for ``seed`` (independent streams)."""
+def build(s: Scenario, seed: int, borrowing: bool = True) -> Built:
+    """Draw the scenario's jobs and inference noise for ``seed`` (independent streams), and check
+    that every job can run (``envs/sim/feasibility.py``) under a policy that borrows inference
+    servers or, with ``borrowing=False``, one that does not: a job that cannot refuses the run
+    with one sentence (:class:`UnrunnableError`), or is left out (``workload.unrunnable=drop``)."""
     streams = [np.random.default_rng(x) for x in np.random.SeedSequence(seed).spawn(7)]
     wl_rng, attr_rng, inf_rng, fail_rng, pol_rng, machine_rng, jobs_rng = streams
     servers = servers_of(s.cluster, machine_rng)
@@ -184,7 +223,7 @@ def build(s: Scenario, seed: int) -> Built:
     training_gpus = sum(x.num_gpus for x in servers if x.pool == Pool.TRAINING)
     largest = max(training_gpus, s.cluster.inference_servers * s.cluster.gpus_per_server)
     if w.trace:
-        rows = load_trace(w.trace, max_gpus_per_job=largest)
+        rows = list(_trace_rows(w.trace, w.gpu_type_map, *_stamp(w.trace)))
     else:
         syn = w.synthetic
         if w.load > 0:
@@ -198,12 +237,56 @@ def build(s: Scenario, seed: int) -> Built:
             raise ConfigError(f"workload.first_job={w.first_job} but the workload has only {len(rows)} jobs.")
         rows = rows[w.first_job : end]
     t0 = rows[0].submit_time
-    rows = [dataclasses.replace(r, submit_time=r.submit_time - t0) for r in rows]
-    if t0 and any(r.deadline is not None for r in rows):
-        rows = [dataclasses.replace(r, deadline=r.deadline - t0) if r.deadline is not None else r for r in rows]
+    if t0:
+        rows = [
+            dataclasses.replace(
+                r, submit_time=r.submit_time - t0, deadline=None if r.deadline is None else r.deadline - t0
+            )
+            for r in rows
+        ]
+    if w.trace and w.load > 0:
+        rows = at_load(rows, w.load, training_gpus, w.trace)
     jobs = s.make_jobs(build_jobs(rows, w.attributes, attr_rng, max_gpus_per_job=largest), jobs_rng)
     demand = DemandCurve(s.inference, s.cluster.inference_servers, inf_rng) if s.cluster.inference_servers else None
-    return Built(s, seed, servers, jobs, demand, fail_rng, pol_rng)
+    bad = unrunnable(jobs, servers, demand, borrowing)
+    if bad:
+        if w.unrunnable == "error":
+            raise UnrunnableError(describe(bad, len(jobs), [r.line for r in rows], w.trace, borrowing))
+        keep = sorted(set(range(len(jobs))) - {b.index for b in bad})
+        jobs = [dataclasses.replace(jobs[i], job_id=k) for k, i in enumerate(keep)]
+    return Built(s, seed, servers, jobs, demand, fail_rng, pol_rng, tuple(bad))
+
+
+def _stamp(path: str) -> tuple[int, int]:
+    try:
+        st = Path(path).stat()
+    except OSError:
+        return (-1, -1)  # the loader names the problem
+    return (st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=8)
+def _trace_rows(path: str, type_map: tuple[tuple[str, str], ...], size: int, mtime_ns: int) -> tuple[TraceRow, ...]:
+    """A trace's rows, read once per process while the file is unchanged (rows are frozen)."""
+    return tuple(load_trace(path, gpu_type_map=dict(type_map)))
+
+
+def at_load(rows: list[TraceRow], load: float, training_gpus: int, trace: str) -> list[TraceRow]:
+    """The trace window's rows with submit times scaled by one factor so that their offered load
+    (:func:`~envs.sim.workload.offered_load`) is ``load``; a deadline keeps its slack after submit."""
+    have = offered_load(rows, training_gpus)
+    if have is None:
+        raise ConfigError(
+            f"workload.load={load:g}: the jobs of {trace} all arrive at one instant, "
+            "so no spacing of their arrivals sets their load."
+        )
+    f = have / load
+    out = []
+    for r in rows:
+        submit = r.submit_time * f
+        deadline = None if r.deadline is None else r.deadline - r.submit_time + submit
+        out.append(dataclasses.replace(r, submit_time=submit, deadline=deadline))
+    return out
 
 
 def simulate(
@@ -212,13 +295,17 @@ def simulate(
     seed: int,
     log: bool = False,
     throughput: ThroughputModel | None = None,
+    borrowing: bool | None = None,
 ) -> SimResult:
-    """Run ``policy`` on scenario ``s`` for ``seed``."""
-    b = build(s, seed)
+    """Run ``policy`` on scenario ``s`` for ``seed``. ``borrowing``: which jobs must be runnable
+    (:func:`build`); by default, those a policy that borrows as ``policy`` does can run."""
+    b = build(s, seed, policy.borrows if borrowing is None else borrowing)
     if hasattr(policy, "use_rng"):  # randomised policies draw from the run's own policy stream
         policy.use_rng(b.policy_rng)
     engine = Engine(b.servers, b.jobs, policy, throughput or shared_throughput(), b.demand, s.sim, b.failure_rng, log)
-    return engine.run()
+    result = engine.run()
+    result.dropped = len(b.dropped)
+    return result
 
 
 @functools.lru_cache(maxsize=1)

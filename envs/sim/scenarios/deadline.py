@@ -74,6 +74,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Annotated
 
 import numpy as np
 
@@ -81,6 +82,7 @@ from envs.sim.accuracy import LearningCurve, ModelTask, ResourceDemand
 from envs.sim.engine import SimConfig
 from envs.sim.model import JobSpec
 from envs.sim.scenarios.base import ClusterConfig, Scenario, WorkloadConfig, register
+from envs.sim.settings import Each, Num, Settings, Span
 from envs.sim.workload import ITP_GPU_DEMAND, AttributeSampler, SyntheticWorkload
 
 # rows of the uniform-draw matrix (append new ones at the end: old draws stay put for a seed)
@@ -106,7 +108,7 @@ _NUM_DRAWS = 16
 
 
 @dataclass(frozen=True)
-class MlFeatures:
+class MlFeatures(Settings):
     """Samplers of the ML-job features (module docstring for the sources; ranges are uniform).
 
     :param model_parallel_fraction: probability that a job with >= 2 GPUs is model-parallel.
@@ -134,37 +136,36 @@ class MlFeatures:
     :param cycles: range of the number of swing cycles over the job's work.
     """
 
-    model_parallel_fraction: float = 0.5
-    max_partitions: int = 8
-    chain_fraction: float = 0.5
-    share_concentration: float = 2.0
-    urgency_levels: tuple[float, ...] = (1.0, 2.0, 3.0)
-    urgency_weights: tuple[float, ...] = (0.5, 0.3, 0.2)
-    deadline_factor: float = 1.1
-    deadline_window_h: tuple[float, ...] = (0.5, 24.0)
-    iteration_s: tuple[float, ...] = (1.0, 4.0)
-    curve_f0: tuple[float, ...] = (0.02, 0.2)
-    curve_k: tuple[float, ...] = (0.5, 1.5)
-    acc0: tuple[float, ...] = (0.05, 0.15)
-    acc_max: tuple[float, ...] = (0.70, 0.95)
-    required_fraction: float = 0.7
-    required_gain: tuple[float, ...] = (0.90, 0.99)
-    comm_gb_data: tuple[float, ...] = (0.97, 3.168)
-    comm_gb_model: tuple[float, ...] = (0.784, 1.037)
-    cpus_per_gpu: tuple[float, ...] = (1.0, 6.0)
-    mem_gb_per_gpu: tuple[float, ...] = (8.0, 40.0)
-    cpus_per_task: float = 2.0
-    mem_gb_per_task: float = 8.0
-    swing: float = 0.2
-    cycles: tuple[float, ...] = (1.0, 4.0)
+    model_parallel_fraction: Annotated[float, Num(ge=0, le=1)] = 0.5
+    max_partitions: Annotated[int, Num(ge=1, le=64)] = 8
+    chain_fraction: Annotated[float, Num(ge=0, le=1)] = 0.5
+    share_concentration: Annotated[float, Num(gt=0)] = 2.0
+    urgency_levels: Annotated[tuple[float, ...], Each(Num(gt=0), 1)] = (1.0, 2.0, 3.0)
+    urgency_weights: Annotated[tuple[float, ...], Each(Num(ge=0, le=1), 1)] = (0.5, 0.3, 0.2)
+    deadline_factor: Annotated[float, Num(gt=0)] = 1.1
+    deadline_window_h: Annotated[tuple[float, ...], Span(Num(ge=0))] = (0.5, 24.0)
+    iteration_s: Annotated[tuple[float, ...], Span(Num(gt=0))] = (1.0, 4.0)
+    curve_f0: Annotated[tuple[float, ...], Span(Num(gt=0))] = (0.02, 0.2)
+    curve_k: Annotated[tuple[float, ...], Span(Num(gt=0))] = (0.5, 1.5)
+    acc0: Annotated[tuple[float, ...], Span(Num(ge=0, le=1))] = (0.05, 0.15)
+    acc_max: Annotated[tuple[float, ...], Span(Num(ge=0, le=1))] = (0.70, 0.95)
+    required_fraction: Annotated[float, Num(ge=0, le=1)] = 0.7
+    required_gain: Annotated[tuple[float, ...], Span(Num(ge=0, le=1))] = (0.90, 0.99)
+    comm_gb_data: Annotated[tuple[float, ...], Span(Num(ge=0))] = (0.97, 3.168)
+    comm_gb_model: Annotated[tuple[float, ...], Span(Num(ge=0))] = (0.784, 1.037)
+    cpus_per_gpu: Annotated[tuple[float, ...], Span(Num(ge=0))] = (1.0, 6.0)
+    mem_gb_per_gpu: Annotated[tuple[float, ...], Span(Num(ge=0))] = (8.0, 40.0)
+    cpus_per_task: Annotated[float, Num(ge=0)] = 2.0
+    mem_gb_per_task: Annotated[float, Num(ge=0)] = 8.0
+    swing: Annotated[float, Num(ge=0, lt=1)] = 0.2
+    cycles: Annotated[tuple[float, ...], Span(Num(gt=0))] = (1.0, 4.0)
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if len(self.urgency_levels) != len(self.urgency_weights) or not self.urgency_levels:
             raise ValueError("MlFeatures: urgency_levels and urgency_weights must be non-empty and of equal length")
         if not math.isclose(sum(self.urgency_weights), 1.0, abs_tol=1e-6):
             raise ValueError("MlFeatures.urgency_weights must sum to 1")
-        if self.max_partitions < 1 or not 0.0 <= self.swing < 1.0:
-            raise ValueError("MlFeatures: need max_partitions >= 1 and 0 <= swing < 1")
 
 
 def _between(u: float, bounds: tuple[float, ...]) -> float:

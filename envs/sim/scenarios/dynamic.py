@@ -84,6 +84,7 @@ import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Annotated
 
 import numpy as np
 
@@ -97,6 +98,7 @@ from envs.sim.scenarios.base import (
     mean_gpu_seconds,
     register,
 )
+from envs.sim.settings import Each, Items, Num, Settings, Span
 from envs.sim.workload import AttributeSampler, SyntheticWorkload
 
 SHOCKWAVE_GPU_DEMAND: tuple[tuple[int, float], ...] = ((1, 0.6), (2, 0.3), (4, 0.09), (8, 0.01))
@@ -185,7 +187,7 @@ def family(model: str) -> BatchFamily | None:
 
 
 @dataclass(frozen=True)
-class DynamicConfig:
+class DynamicConfig(Settings):
     """How jobs adapt their batch size (module docstring).
 
     :param mode_mix: probabilities of the static, Accordion and GNS modes.
@@ -194,19 +196,19 @@ class DynamicConfig:
     :param accordion_critical_s: work fraction of the critical regime after each decay.
     """
 
-    mode_mix: tuple[float, float, float] = (0.0, 0.5, 0.5)
-    accordion_first_critical: tuple[float, float] = (0.05, 0.15)
-    accordion_decays: tuple[float, ...] = (0.5, 0.75)
-    accordion_critical_s: float = 0.05
+    mode_mix: Annotated[tuple[float, float, float], Items((Num(ge=0, le=1), Num(ge=0, le=1), Num(ge=0, le=1)))] = (
+        0.0,
+        0.5,
+        0.5,
+    )
+    accordion_first_critical: Annotated[tuple[float, float], Span(Num(ge=0, lt=1))] = (0.05, 0.15)
+    accordion_decays: Annotated[tuple[float, ...], Each(Num(gt=0, lt=1))] = (0.5, 0.75)
+    accordion_critical_s: Annotated[float, Num(ge=0, lt=1)] = 0.05
 
     def __post_init__(self) -> None:
-        if len(self.mode_mix) != 3 or min(self.mode_mix) < 0 or not math.isclose(sum(self.mode_mix), 1.0):
+        super().__post_init__()
+        if not math.isclose(sum(self.mode_mix), 1.0):
             raise ValueError(f"DynamicConfig.mode_mix must be 3 probabilities summing to 1, got {self.mode_mix}")
-        lo, hi = self.accordion_first_critical
-        if not 0.0 <= lo <= hi < 1.0:
-            raise ValueError("DynamicConfig.accordion_first_critical must satisfy 0 <= lo <= hi < 1")
-        if any(not 0.0 < d < 1.0 for d in self.accordion_decays) or not 0.0 <= self.accordion_critical_s < 1.0:
-            raise ValueError("DynamicConfig: decays must lie in (0, 1) and accordion_critical_s in [0, 1)")
 
 
 def _merge(points: Sequence[tuple[float, float]]) -> tuple[tuple[float, float], ...]:
