@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from envs.sim.adapters import AdapterReport, convert, from_helios, from_pai, from_philly
+from envs.sim.adapters import (
+    ALIBABA2023_GPU_TYPES,
+    AdapterReport,
+    convert,
+    from_alibaba2023,
+    from_helios,
+    from_pai,
+    from_philly,
+)
+from envs.sim.model import GPU_TYPES, JobClass
 from envs.sim.workload import ANY_GPU_TYPE, TraceError, TraceRow, load_trace
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -248,3 +259,175 @@ def test_convert_with_nothing_left(tmp_path: Path) -> None:
     with pytest.raises(TraceError, match=r"empty\.json: no job left to convert \(kept 0 jobs; dropped none\)\."):
         convert("philly", [str(path)], str(tmp_path / "o.csv"))
     assert not (tmp_path / "o.csv").exists()
+
+
+# --------------------------------------------------------------------------------------------
+# Alibaba GPU 2023 pod list
+# --------------------------------------------------------------------------------------------
+
+POD_LIST = DATA / "openb_pod_list_small.csv"
+POD_HEADER = (
+    "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n"
+)
+TE, BE = JobClass.TE, JobClass.BE
+V100S = frozenset({"V100-16GB", "V100-32GB"})
+
+
+def test_alibaba2023_rows() -> None:
+    rows, _ = from_alibaba2023(POD_LIST)
+    assert rows == [
+        # created at 9,999,000 (the earliest, on the file's second-last line): rebased to 0; alive
+        # when the trace was cut at 12,902,960, kept with its run time cut there
+        TraceRow(
+            name="openb-pod-0099", submit_time=0.0, duration=2903960.0, num_gpus=1, gpu_types=ANY_GPU_TYPE, job_class=TE
+        ),
+        # scheduled 10 s after creation: the run time is deletion - scheduling, 3600 - 10
+        TraceRow(
+            name="openb-pod-0100", submit_time=1000.0, duration=3590.0, num_gpus=8, gpu_types=ANY_GPU_TYPE, job_class=BE
+        ),
+        # 460 milli-GPUs: rounded up to one whole GPU
+        TraceRow(
+            name="openb-pod-0101", submit_time=1100.0, duration=1000.0, num_gpus=1, gpu_types=ANY_GPU_TYPE, job_class=TE
+        ),
+        TraceRow(name="openb-pod-0102", submit_time=1200.0, duration=595.0, num_gpus=1, gpu_types=V100S, job_class=TE),
+        # 220 milli-GPUs of a T4
+        TraceRow(
+            name="openb-pod-0103",
+            submit_time=1300.0,
+            duration=300.0,
+            num_gpus=1,
+            gpu_types=frozenset({"T4-16GB"}),
+            job_class=BE,
+        ),
+        # Failed after 299 s: kept; G2 and V100M32 both become V100-32GB
+        TraceRow(
+            name="openb-pod-0104",
+            submit_time=1400.0,
+            duration=299.0,
+            num_gpus=1,
+            gpu_types=frozenset({"V100-32GB", "P100-16GB", "T4-16GB", "V100-16GB"}),
+            job_class=BE,
+        ),
+        TraceRow(name="openb-pod-0105", submit_time=1500.0, duration=1000.0, num_gpus=1, gpu_types=V100S, job_class=TE),
+        TraceRow(
+            name="openb-pod-0106",
+            submit_time=1600.0,
+            duration=3540.0,
+            num_gpus=2,
+            gpu_types=frozenset({"A100-40GB"}),
+            job_class=TE,
+        ),
+        TraceRow(
+            name="openb-pod-0107",
+            submit_time=1700.0,
+            duration=200.0,
+            num_gpus=4,
+            gpu_types=frozenset({"A10-24GB"}),
+            job_class=BE,
+        ),
+        # no QoS: the class is left to the sampler
+        TraceRow(name="openb-pod-0113", submit_time=2400.0, duration=300.0, num_gpus=1, gpu_types=ANY_GPU_TYPE),
+    ]
+
+
+def test_alibaba2023_report() -> None:
+    _, report = from_alibaba2023(POD_LIST)
+    assert report == AdapterReport(
+        kept=10,
+        dropped={
+            "cpu_only": 1,  # openb-pod-0108: num_gpu 0
+            "duplicate_job_id": 1,  # second openb-pod-0101
+            "never_started": 2,  # openb-pod-0109, openb-pod-0114: Pending, never scheduled
+            "no_submit_time": 1,  # openb-pod-0112
+            "still_running": 1,  # openb-pod-0111: scheduled, no deletion time
+            "zero_duration": 1,  # openb-pod-0110: deleted the second it was scheduled
+        },
+    )
+
+
+def test_alibaba2023_maps_onto_known_types() -> None:
+    assert set(ALIBABA2023_GPU_TYPES.values()) <= set(GPU_TYPES)
+
+
+@pytest.mark.parametrize(
+    ("content", "sentence"),
+    [
+        (
+            "name,num_gpu,creation_time,scheduled_time\np,1,0,0\n",
+            "pods.csv, line 1: the header lacks the Alibaba GPU 2023 pod-list column(s) deletion_time.",
+        ),
+        (
+            POD_HEADER
+            + "p1,4000,16384,1,1000,T4,LS,Running,0,100,0\np2,4000,16384,1,1000,T4|H100,LS,Running,0,100,0\n",
+            "pods.csv, line 3, column gpu_spec: unknown GPU type 'H100' "
+            "(known: A10, G1, G2, G3, P100, T4, V100M16, V100M32).",
+        ),
+        (
+            POD_HEADER + "p1,4000,16384,1,1000,,LS,Running,yesterday,100,0\n",
+            "pods.csv, line 2, column creation_time: expected a time in seconds, got 'yesterday'.",
+        ),
+        (
+            POD_HEADER + "p1,4000,16384,1,1000,,LS,Running,0,inf,0\n",
+            "pods.csv, line 2, column deletion_time: expected a time in seconds, got 'inf'.",
+        ),
+        (
+            POD_HEADER + "p1,4000,16384,1,1000,,Critical,Running,0,100,0\n",
+            "pods.csv, line 2, column qos: unknown QoS class 'Critical' (known: BE, Burstable, Guaranteed, LS).",
+        ),
+        (
+            POD_HEADER + "p1,4000,16384,1.5,1000,,LS,Running,0,100,0\n",
+            "pods.csv, line 2, column num_gpu: expected a whole number of GPUs >= 0, got '1.5'.",
+        ),
+        (
+            POD_HEADER + ",4000,16384,1,1000,,LS,Running,0,100,0\n",
+            "pods.csv, line 2, column name: the pod name is empty.",
+        ),
+        (POD_HEADER + "p1,4000,16384,1,1000,,LS\n", "pods.csv, line 2: the row has 7 fields but the header has 11."),
+        ("", "pods.csv: the file is empty; expected an Alibaba GPU 2023 openb_pod_list_*.csv with a header row."),
+    ],
+)
+def test_alibaba2023_bad_file_is_one_sentence(tmp_path: Path, content: str, sentence: str) -> None:
+    path = tmp_path / "pods.csv"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(TraceError) as err:
+        from_alibaba2023(path)
+    assert str(err.value) == f"{tmp_path}/{sentence}"
+
+
+def test_alibaba2023_names_in_any_case_another_map_and_absent_columns(tmp_path: Path) -> None:
+    path = tmp_path / "pods.csv"
+    path.write_text(POD_HEADER + "p1,4000,16384,1,1000,g3|v100m32,ls,Running,50,150,60\n", encoding="utf-8")
+    (row,) = from_alibaba2023(path)[0]
+    assert (row.gpu_types, row.job_class, row.submit_time, row.duration) == (
+        frozenset({"A100-40GB", "V100-32GB"}),
+        TE,
+        0.0,
+        90.0,
+    )
+    (row,) = from_alibaba2023(path, type_map={"G3": "A10-24GB", "V100M32": "V100-32GB"})[0]
+    assert row.gpu_types == frozenset({"A10-24GB", "V100-32GB"})
+    with pytest.raises(TraceError, match=r"unknown GPU type 'g3' \(known: V100M32\)\.$"):
+        from_alibaba2023(path, type_map={"V100M32": "V100-32GB"})
+    # without gpu_spec and qos columns the trace says nothing: both are left to the sampler
+    path.write_text("name,num_gpu,creation_time,deletion_time,scheduled_time\np1,2,0,100,0\n", encoding="utf-8")
+    (row,) = from_alibaba2023(path)[0]
+    assert (row.gpu_types, row.job_class, row.num_gpus) == (None, None, 2)
+
+
+def test_alibaba2023_converts_and_replays_under_evaluate(tmp_path: Path) -> None:
+    converted = tmp_path / "alibaba.csv"
+    report = convert("alibaba2023", [str(POD_LIST)], str(converted))
+    rows, expected = from_alibaba2023(POD_LIST)
+    assert report == expected
+    assert load_trace(converted) == rows
+    # a training pool holding every type the file names, so that every job can run
+    mix = "V100-32GB:1;V100-16GB:1;P100-16GB:1;T4-16GB:1;A100-40GB:1;A10-24GB:1"
+    out = tmp_path / "out"
+    cmd = [sys.executable, "evaluate.py", "--policies", "fifo,sjf", "--trace", str(converted), "--out", str(out)]
+    cmd += ["--set", f"cluster.training_mix={mix}", "--set", "cluster.inference_servers=0"]
+    p = subprocess.run(cmd, cwd=DATA.parent.parent, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    runs = json.loads((out / "results.json").read_text(encoding="utf-8"))["runs"]
+    assert sorted(run["policy"] for run in runs) == ["fifo", "sjf"]
+    for run in runs:
+        assert (run["metrics"]["jobs_total"], run["metrics"]["jobs_finished"]) == (len(rows), len(rows))

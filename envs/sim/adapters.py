@@ -5,7 +5,8 @@ time with the first kept job rebased to 0, and an :class:`AdapterReport` saying 
 kept and how many it dropped, by reason. :func:`convert` runs one and writes our CSV.
 
 Field lists: the publishers' READMEs (Philly: msr-fiddle/philly-traces; PAI: alibaba/clusterdata
-``cluster-trace-gpu-v2020``; Helios: S-Lab-System-Group/HeliosData).
+``cluster-trace-gpu-v2020``; Helios: S-Lab-System-Group/HeliosData; Alibaba GPU 2023:
+alibaba/clusterdata ``cluster-trace-gpu-v2023``).
 
 The rule behind every choice: a job that ran is real demand, whatever its final status; its
 measured run time is what it held GPUs for, so it is kept with that run time. A job that never
@@ -81,15 +82,54 @@ GPU type, model         not in the trace: left to the sampler
 user, vc                kept
 ======================  =========================================================================
 
+Alibaba GPU 2023 pod list (``openb_pod_list_*.csv`` with a header row; format ``"alibaba2023"``)
+
+======================  =========================================================================
+case                    what the adapter does
+======================  =========================================================================
+one row = one pod       one job; ``name`` is its id. The list has no user, job-name or vc
+                        column (pods are anonymised as ``openb-pod-NNNN``): user and vc are empty
+Succeeded, Failed,      kept if scheduled and deleted: run time until the deletion. ``pod_phase``
+Running                 is the phase the pod had when it was deleted; a Running pod was stopped
+                        (or its service scaled in), it is not still running
+Pending, or no          dropped: ``never_started``
+``scheduled_time``
+no ``deletion_time``    dropped: ``still_running``. Pods alive when the trace was cut carry the
+                        cut as deletion time (12,902,960 s in ``openb_pod_list_default.csv``);
+                        they are kept, with their run time cut there
+submit time             ``creation_time``
+run time                ``deletion_time - scheduled_time``: the wait between creation and
+                        scheduling was queueing, which the simulator replays itself;
+                        <= 0 -> ``zero_duration``
+GPUs                    ``num_gpu``; 0 -> ``cpu_only``. A GPU share (``gpu_milli`` < 1000, only
+                        with ``num_gpu`` 1) rounds up to the whole GPU (the simulator shares no
+                        GPU), so ``gpu_milli`` is not read
+GPU type                the ``gpu_spec`` names (``A|B``: any of them) mapped by
+                        :data:`ALIBABA2023_GPU_TYPES`; empty -> any type; no ``gpu_spec`` column
+                        -> left to the sampler
+job class               ``qos`` mapped by :data:`ALIBABA2023_QOS_CLASSES` (LS, Guaranteed -> TE;
+                        BE, Burstable -> BE); empty, or no ``qos`` column -> left to the sampler
+CPU, memory             ``cpu_milli`` and ``memory_mib`` are not carried (our schema has no column
+                        for them)
+======================  =========================================================================
+
+The pod list is read strictly, unlike the other formats: the published files are clean, so a
+value the adapter cannot read means the file is not what it claims. A row with the wrong number
+of fields, an empty ``name``, a time that is not a number, a ``num_gpu`` that is not a whole
+number >= 0, or a GPU type or QoS class its map does not hold raises
+:class:`~envs.sim.workload.TraceError` naming the file, line, column and value (and the known
+names). Names are matched in any case.
+
 Times: Philly and Helios give ``"YYYY-MM-DD HH:MM:SS"`` strings without a time zone; they are
 read as UTC (daylight-saving shifts in the original clock, if any, are not corrected). Helios
-times that are plain numbers are read as seconds. PAI times are seconds on a shifted clock.
+times that are plain numbers are read as seconds. PAI and Alibaba GPU 2023 times are seconds on a shifted clock.
 PAI task rows whose job is not in the job table are ignored and counted as
 ``orphan_task_rows`` (a count of rows, not jobs). A first row of a PAI table equal to its
 column names (as in the published ``.header`` files) is skipped.
 
 A file that cannot be read at all (missing, not JSON, not CSV, missing header columns) raises
-:class:`~envs.sim.workload.TraceError`; single bad records are dropped and counted.
+:class:`~envs.sim.workload.TraceError`; single bad records are dropped and counted (except in the
+Alibaba GPU 2023 pod list, read strictly as said above).
 """
 
 from __future__ import annotations
@@ -102,18 +142,22 @@ import math
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from envs.sim.workload import ANY_GPU_TYPE, TraceError, TraceRow, write_trace
+from envs.sim.model import JobClass
+from envs.sim.workload import ANY_GPU_TYPE, TraceError, TraceRow, _show, write_trace
 
 __all__ = [
+    "ALIBABA2023_GPU_TYPES",
+    "ALIBABA2023_QOS_CLASSES",
     "FORMATS",
     "PAI_GPU_TYPES",
     "AdapterReport",
     "convert",
+    "from_alibaba2023",
     "from_helios",
     "from_pai",
     "from_philly",
@@ -139,7 +183,7 @@ PAI_GPU_TYPES: dict[str, str | None] = {
 }
 """PAI ``gpu_type`` -> our GPU type name; ``None`` means any type. Names not listed are kept."""
 
-FORMATS: dict[str, int] = {"philly": 1, "pai": 2, "helios": 1}
+FORMATS: dict[str, int] = {"philly": 1, "pai": 2, "helios": 1, "alibaba2023": 1}
 """Formats :func:`convert` knows, and how many input files each takes."""
 
 
@@ -223,6 +267,7 @@ class _Job:
     duration: float
     num_gpus: int
     gpu_types: frozenset[str] | None = None
+    job_class: JobClass | None = None
     user: str | None = None
     vc: str | None = None
 
@@ -238,6 +283,7 @@ def _finish(jobs: list[_Job], dropped: Counter[str]) -> tuple[list[TraceRow], Ad
             duration=job.duration,
             num_gpus=job.num_gpus,
             gpu_types=job.gpu_types,
+            job_class=job.job_class,
             user=job.user,
             vc=job.vc,
         )
@@ -305,6 +351,29 @@ def _csv_rows(path: str | os.PathLike[str]) -> Iterator[tuple[int, list[str]]]:
             raise TraceError(f"{file}, line {reader.line_num}: not valid CSV ({exc}).") from None
         if record and any(cell.strip() for cell in record):
             yield reader.line_num, record
+
+
+def _csv_table(
+    path: str | os.PathLike[str], required: Sequence[str], family: str, expected: str
+) -> tuple[list[str], Iterator[tuple[int, list[str]]]]:
+    """The lower-cased column names of a CSV with a header row, and its (line, fields) records.
+
+    :param required: columns the header must name.
+    :param family: the format's name for the error, e.g. ``"Helios"``.
+    :param expected: what the file should be, e.g. ``"a Helios cluster_log.csv"``.
+    :raises TraceError: if the file is empty or its header lacks a required column.
+    """
+    file = os.fspath(path)
+    records = _csv_rows(path)
+    first = next(records, None)
+    if first is None:
+        raise TraceError(f"{file}: the file is empty; expected {expected} with a header row.")
+    header_line, header = first
+    columns = [name.strip().lower() for name in header]
+    missing = [name for name in required if name not in columns]
+    if missing:
+        raise TraceError(f"{file}, line {header_line}: the header lacks the {family} column(s) {', '.join(missing)}.")
+    return columns, records
 
 
 # --------------------------------------------------------------------------------------------
@@ -575,16 +644,7 @@ def from_helios(path: str | os.PathLike[str]) -> tuple[list[TraceRow], AdapterRe
     :return: rows sorted by submit time (first at 0) and what was dropped.
     :raises TraceError: if the file is missing, not CSV text, or lacks a needed column.
     """
-    file = os.fspath(path)
-    records = _csv_rows(path)
-    first = next(records, None)
-    if first is None:
-        raise TraceError(f"{file}: the file is empty; expected a Helios cluster_log.csv with a header row.")
-    header_line, header = first
-    columns = [name.strip().lower() for name in header]
-    missing = [name for name in _HELIOS_REQUIRED if name not in columns]
-    if missing:
-        raise TraceError(f"{file}, line {header_line}: the header lacks the Helios column(s) {', '.join(missing)}.")
+    columns, records = _csv_table(path, _HELIOS_REQUIRED, "Helios", "a Helios cluster_log.csv")
 
     def parse(record: list[str]) -> _Job | str:
         if len(record) != len(columns):
@@ -595,6 +655,151 @@ def from_helios(path: str | os.PathLike[str]) -> tuple[list[TraceRow], AdapterRe
 
 
 # --------------------------------------------------------------------------------------------
+# Alibaba GPU 2023
+# --------------------------------------------------------------------------------------------
+
+ALIBABA2023_GPU_TYPES: dict[str, str] = {
+    "A10": "A10-24GB",
+    "G1": "V100-32GB",
+    "G2": "V100-32GB",
+    "G3": "A100-40GB",
+    "P100": "P100-16GB",
+    "T4": "T4-16GB",
+    "V100M16": "V100-16GB",
+    "V100M32": "V100-32GB",
+}
+"""Pod-list GPU type (``gpu_spec`` part, any case) -> our type name (``model.GPU_TYPES``).
+
+These are all the names the publisher's node list and README use. T4, P100, A10 and the V100s
+(M16 / M32: 16 or 32 GB) map to our types of the same chip and memory. G1, G2 and G3 are, in
+Alibaba's words, "undisclosed internal GPU codes", and we found no public source that says what
+they are, so their map is an assumption: G1 and G2 are taken as V100-class, i.e. the reference
+type V100-32GB (G2 holds most of the fleet's GPUs, in 8-GPU hosts of 96 cores and 384 GiB); G3,
+on the fleet's largest hosts (8 GPUs with 128 cores and 768 GiB), as the newest type we model,
+A100-40GB. G1 appears in no published node row. :func:`from_alibaba2023` takes another map.
+"""
+
+ALIBABA2023_QOS_CLASSES: dict[str, JobClass] = {
+    "LS": JobClass.TE,
+    "Guaranteed": JobClass.TE,
+    "BE": JobClass.BE,
+    "Burstable": JobClass.BE,
+}
+"""Pod-list ``qos`` (any case) -> our job class.
+
+Our classes are FitGpp's: a TE job is one its user waits on, so it should start at once and
+may preempt BE work; a BE job runs on what is left and may be preempted. LS (latency-sensitive:
+Alibaba's online, interactive class) and Guaranteed (Kubernetes: requests equal limits, the last
+pods evicted under pressure) are capacity their owners are promised: TE. BE (best effort, the
+first pods evicted) and Burstable (Kubernetes: evicted before Guaranteed; in this trace the
+class of the 8-GPU pods, batch work) may yield: BE.
+"""
+
+_ALIBABA2023_QOS_UPPER = {key.upper(): value for key, value in ALIBABA2023_QOS_CLASSES.items()}
+_ALIBABA2023_REQUIRED = ("name", "num_gpu", "creation_time", "deletion_time", "scheduled_time")
+
+
+def _alibaba2023_job(
+    file: str,
+    line: int,
+    cell: dict[str, str],
+    type_map: Mapping[str, str],
+) -> _Job | str:
+    """The job, or the reason to drop it; a value it cannot read raises :class:`TraceError`.
+
+    :param type_map: upper-case trace GPU name -> our type name.
+    """
+
+    def bad(column: str, problem: str) -> TraceError:
+        return TraceError(f"{file}, line {line}, column {column}: {problem}.")
+
+    def seconds(column: str) -> float | None:
+        try:
+            return _number(cell[column])
+        except _Malformed:
+            raise bad(column, f"expected a time in seconds, got {_show(cell[column])}") from None
+
+    name = cell["name"]
+    if not name:
+        raise bad("name", "the pod name is empty")
+    try:
+        gpus = _number(cell["num_gpu"])
+    except _Malformed:
+        gpus = None
+    if gpus is None or gpus < 0 or not gpus.is_integer():
+        raise bad("num_gpu", f"expected a whole number of GPUs >= 0, got {_show(cell['num_gpu'])}")
+
+    gpu_types: frozenset[str] | None = None
+    if "gpu_spec" in cell:
+        spec = cell["gpu_spec"]
+        parts = [] if _missing(spec) else [part.strip() for part in spec.split("|") if part.strip()]
+        for part in parts:
+            if part.upper() not in type_map:
+                known = ", ".join(sorted(type_map))
+                raise bad("gpu_spec", f"unknown GPU type {_show(part)} (known: {known})")
+        gpu_types = frozenset(type_map[part.upper()] for part in parts) if parts else ANY_GPU_TYPE
+
+    job_class: JobClass | None = None
+    qos = cell.get("qos", "")
+    if not _missing(qos):
+        if qos.upper() not in _ALIBABA2023_QOS_UPPER:
+            known = ", ".join(sorted(ALIBABA2023_QOS_CLASSES))
+            raise bad("qos", f"unknown QoS class {_show(qos)} (known: {known})")
+        job_class = _ALIBABA2023_QOS_UPPER[qos.upper()]
+
+    created, deleted, scheduled = seconds("creation_time"), seconds("deletion_time"), seconds("scheduled_time")
+    if cell.get("pod_phase", "").lower() == "pending" or scheduled is None:
+        return NEVER_STARTED
+    if deleted is None:
+        return STILL_RUNNING
+    if gpus == 0:
+        return CPU_ONLY
+    if deleted - scheduled <= 0:
+        return ZERO_DURATION
+    if created is None:
+        return NO_SUBMIT_TIME
+    return _Job(
+        name=name,
+        submit=created,
+        duration=deleted - scheduled,
+        num_gpus=int(gpus),
+        gpu_types=gpu_types,
+        job_class=job_class,
+    )
+
+
+def from_alibaba2023(
+    path: str | os.PathLike[str], type_map: Mapping[str, str] | None = None
+) -> tuple[list[TraceRow], AdapterReport]:
+    """Convert an Alibaba GPU 2023 pod list (``openb_pod_list_*.csv``); see the module table.
+
+    :param path: the CSV file (with its header row).
+    :param type_map: trace GPU name -> our type name, replacing :data:`ALIBABA2023_GPU_TYPES`
+        (e.g. to choose another type for the undisclosed G2 / G3).
+    :return: rows sorted by submit time (first at 0) and what was dropped.
+    :raises TraceError: if the file is missing, not CSV text, lacks a needed column, or holds a
+        value it cannot read (one sentence naming the file, line, column and value).
+    """
+    file = os.fspath(path)
+    names = ALIBABA2023_GPU_TYPES if type_map is None else type_map
+    upper = {key.upper(): value for key, value in names.items()}
+    columns, records = _csv_table(
+        path, _ALIBABA2023_REQUIRED, "Alibaba GPU 2023 pod-list", "an Alibaba GPU 2023 openb_pod_list_*.csv"
+    )
+
+    def parse(item: tuple[int, list[str]]) -> _Job | str:
+        line, record = item
+        if len(record) != len(columns):
+            raise TraceError(
+                f"{file}, line {line}: the row has {len(record)} fields but the header has {len(columns)}."
+            )
+        cell = {name: value.strip() for name, value in zip(columns, record, strict=True)}
+        return _alibaba2023_job(file, line, cell, upper)
+
+    return _tally(parse, records)
+
+
+# --------------------------------------------------------------------------------------------
 # convert
 # --------------------------------------------------------------------------------------------
 
@@ -602,9 +807,9 @@ def from_helios(path: str | os.PathLike[str]) -> tuple[list[TraceRow], AdapterRe
 def convert(fmt: str, inputs: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str]) -> AdapterReport:
     """Convert a public trace into our CSV schema and write it atomically.
 
-    :param fmt: ``"philly"``, ``"pai"`` or ``"helios"`` (any case).
-    :param inputs: the input files: one for philly and helios; the job table then the task table
-        for pai.
+    :param fmt: ``"philly"``, ``"pai"``, ``"helios"`` or ``"alibaba2023"`` (any case).
+    :param inputs: the input files: one for philly, helios and alibaba2023; the job table then the
+        task table for pai.
     :param out: the CSV file to write.
     :return: what was kept and dropped.
     :raises ValueError: for an unknown format or the wrong number of inputs.
@@ -620,8 +825,10 @@ def convert(fmt: str, inputs: Sequence[str | os.PathLike[str]], out: str | os.Pa
         rows, report = from_philly(inputs[0])
     elif name == "pai":
         rows, report = from_pai(inputs[0], inputs[1])
-    else:
+    elif name == "helios":
         rows, report = from_helios(inputs[0])
+    else:
+        rows, report = from_alibaba2023(inputs[0])
     if not rows:
         sources = ", ".join(os.fspath(p) for p in inputs)
         raise TraceError(f"{sources}: no job left to convert ({report.describe()}).")

@@ -145,4 +145,14 @@ class JobSpec:
 # DL training (MLPerf-style ratios: P100 about 0.5x, A100-40GB about 2x).
 P100 = GpuType("P100-16GB", 16.0, 0.5, 1.46)
 A100 = GpuType("A100-40GB", 40.0, 2.0, 4.10)
-GPU_TYPES: dict[str, GpuType] = {t.name: t for t in (V100, T4, P100, A100)}
+
+# Types the Alibaba GPU 2023 pod list names (``adapters.ALIBABA2023_GPU_TYPES``). A 16 GB V100 is
+# the same GV100 chip at the same clocks as the 32 GB part (NVIDIA's V100 datasheet gives both
+# 125 FP16 tensor TFLOPS and 900 GB/s), so the same speed; price: AWS p3.2xlarge (one
+# V100-SXM2-16GB), us-east-1. An A10 (NVIDIA's A10 datasheet: 24 GB GDDR6 at 600 GB/s, 125 dense
+# FP16 tensor TFLOPS) matches a V100's peak tensor rate with 2/3 of its memory bandwidth; its
+# speed is taken as 0.8, between the two ratios (an estimate, not a measurement); price: AWS
+# g5.xlarge (one A10G, AWS's variant of the A10), us-east-1.
+V100_16 = GpuType("V100-16GB", 16.0, 1.0, 3.06)
+A10 = GpuType("A10-24GB", 24.0, 0.8, 1.006)
+GPU_TYPES: dict[str, GpuType] = {t.name: t for t in (V100, T4, P100, A100, V100_16, A10)}
