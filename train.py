@@ -7,17 +7,25 @@ alternating MaskablePPO rounds.
     python train.py --set learning_rate=1e-4 --set workload.num_jobs=200
     python train.py --resume runs/default__dual__0__20261129-120000
 
-Writes runs/<scenario>__<exp>__<seed>__<time>/ (config.yaml, command.txt, commit.txt, tb/,
-checkpoints/, state.json). Ctrl-C saves a checkpoint; --resume continues from it. A user error
-(bad flag, unknown name, bad trace, missing run folder) prints one sentence and exits 2.
+Writes runs/<scenario>__<exp>__<seed>__<time>/ (config.yaml, command.txt, commit.txt,
+layout.json, tb/, checkpoints/, state.json). Progress is committed after each behaviour cloning,
+rollout and evaluation, so that any kill leaves a consistent folder (agents/rundir.py). Ctrl-C
+(SIGINT) or SIGTERM stops at once, the folder holding its last commit, with exit status 130 or
+143; --resume continues from that commit, redoing what came after it, and writes layout.json
+again if it was deleted. Each phase trains exactly its steps (total_steps, rounded to a multiple
+of n_envs, said at start). A user error (bad flag or value, unknown name, bad trace, a corrupt or
+inconsistent run folder) prints one sentence and exits 2, with nothing written.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import logging
+import signal
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from rich.console import Console
@@ -25,6 +33,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 SCENARIO_SECTIONS = ("cluster.", "inference.", "workload.", "sim.")
+RUN_FLAGS = ("scenario", "trace", "total_steps", "rounds", "seed", "bc", "experts", "n_envs", "exp", "threads")
+"""The flags that set a run's config (refused with --resume: the run continues as config.yaml says)."""
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -80,48 +90,132 @@ def build_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     return config
 
 
-def validate(config) -> None:  # type: ignore[no-untyped-def]
-    from agents.networks import ACTIVATIONS
-    from envs.core import composed
-    from envs.sim import scenarios
-    from envs.sim.config import ConfigError
+FLAGS = {
+    "scenario": "--scenario",
+    "trace": "--trace",
+    "total_steps": "--total-steps",
+    "rounds": "--rounds",
+    "seed": "--seed",
+    "bc": "--bc",
+    "experts": "--experts",
+    "n_envs": "--n-envs",
+    "exp": "--exp",
+    "threads": "--threads",
+    "overrides": "--set",
+}
+"""The flag of each TrainConfig field that has one (the others are ``--set <field>``)."""
 
-    core = config.core_config()
-    scenarios.build(core.scenario_obj(), config.train_seeds[0])
-    for name in config.experts:
-        composed(name)
-    if config.total_steps < 1 or config.rounds < 1 or config.n_envs < 1:
-        raise ConfigError("--total-steps, --rounds and --n-envs must be positive.")
-    if config.activation not in ACTIVATIONS:
-        raise ConfigError(f"--set activation must be one of {', '.join(ACTIVATIONS)}, got '{config.activation}'.")
+
+def flag_of(field: str) -> str:
+    return FLAGS.get(field, f"--set {field}")
+
+
+class Stopped(BaseException):
+    """SIGINT or SIGTERM arrived (raised by the handlers :func:`main` installs)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def stopping_on_signals() -> Iterator[None]:
+    """SIGINT and SIGTERM raise :class:`Stopped` (the previous handlers come back after)."""
+
+    def stop(signum: int, frame: object) -> None:
+        raise Stopped(signum)
+
+    old = {s: signal.signal(s, stop) for s in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+
+
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM wait until the block is done (a run folder is created whole)."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Exit status: 0 done, 2 a user error (nothing written), 130 after SIGINT and 143 after
+    SIGTERM (the run folder holds its last commit: resume it)."""
     args = parse_args(argv)
     console = Console(width=None if sys.stdout.isatty() else 140)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    where: list[Path] = []  # the run folder, once it exists
+    with stopping_on_signals():
+        try:
+            return _main(args, argv, console, where)
+        except Stopped as stop:
+            for s in STOP_SIGNALS:
+                signal.signal(s, signal.SIG_IGN)  # a second signal does not cut this short
+            name = signal.Signals(stop.signum).name
+            if where:
+                console.print(
+                    f"stopped by {name}: {where[0]} holds its last commit; continue with --resume {where[0]}",
+                    highlight=False,
+                )
+            else:
+                console.print(f"stopped by {name} before a run folder was created", highlight=False)
+            return 128 + stop.signum
+
+
+def _main(args: argparse.Namespace, argv: list[str] | None, console: Console, where: list[Path]) -> int:
     from agents import rundir
+    from agents.dual import AGENTS, Trainer
     from envs.sim.config import ConfigError
     from envs.sim.inference import InferenceConfigError
     from envs.sim.workload import TraceError
 
+    command = ["train.py", *(argv if argv is not None else sys.argv[1:])]
     try:
         if args.resume:
+            given = [f"--{k.replace('_', '-')}" for k in RUN_FLAGS if getattr(args, k) is not None]
+            if given or args.sets:
+                raise ConfigError(
+                    f"--resume continues the run as its config.yaml says, so {', '.join(given or ['--set'])} "
+                    "cannot be given with it."
+                )
             run = Path(args.resume)
+            where.append(run)
             config = rundir.load_config(run)
         else:
             config = build_config(args)
-        validate(config)
+            config.validate(flag_of)
+            rundir.check_folder(Path(args.out), "--out")
+        if config.bc and not args.resume:
+            rundir.check_folder(Path(args.demos), "--demos")
+        trainer = Trainer(config, resume=run if args.resume else None)
+        if config.bc and args.resume and set(trainer.state.bc) != set(AGENTS):
+            rundir.check_folder(Path(args.demos), "--demos")
     except (ConfigError, TraceError, InferenceConfigError, rundir.RunDirError) as e:
         console.print(f"[red]error:[/red] {e}", highlight=False)
         return 2
 
-    from agents.dual import Trainer
-
-    command = ["train.py", *(argv if argv is not None else sys.argv[1:])]
-    if not args.resume:
-        run = rundir.new_run_dir(config, Path(args.out))
+    if args.resume:
+        if trainer.resume(command):
+            console.print(f"{run / 'layout.json'} was missing: written again from config.yaml")
+    else:
+        with signals_held():
+            run = trainer.create(Path(args.out), command)
+            where.append(run)
     console.print(f"run folder: {run}")
+    planned = config.planned_steps()
+    if planned != config.total_steps:
+        console.print(
+            f"note: --total-steps {config.total_steps} is no multiple of --n-envs {config.n_envs} "
+            f"(every step moves all envs): training {planned} steps"
+        )
 
     with Progress(
         TextColumn("training"),
@@ -132,29 +226,16 @@ def main(argv: list[str] | None = None) -> int:
         console=console,
         transient=True,
     ) as bar:
-        task = bar.add_task("steps", total=config.total_steps)
-        trainer = Trainer(config, run, progress=lambda n: bar.advance(task, n))
-        if args.resume:
-            with (run / "command.txt").open("a", encoding="utf-8") as f:
-                f.write(" ".join(command) + "\n")
-        else:
-            rundir.write_run_files(run, config, command, trainer.layout())
-        bar.update(task, completed=min(trainer.state.steps, config.total_steps))
-        try:
-            if config.bc and not trainer.state.bc:
-                bar.update(task, description="demonstrations + behaviour cloning")
-                reports = trainer.warm_start(Path(args.demos))
-                for agent, rep in reports.items():
-                    console.print(
-                        f"BC {agent}: held-out accuracy {rep.heldout_accuracy:.3f} ({rep.heldout_steps} steps)"
-                    )
-            if not trainer.state.evals:
-                trainer.evaluate()
-            trainer.train()
-        except KeyboardInterrupt:
-            trainer.save()
-            console.print(f"interrupted: checkpoint saved; continue with --resume {run}")
-            return 130
+        task = bar.add_task("steps", total=planned, completed=trainer.state.steps)
+        trainer.progress = lambda n: bar.advance(task, n)
+        if config.bc:
+            trainer.warm_start(
+                Path(args.demos),
+                lambda agent, rep: console.print(
+                    f"BC {agent}: held-out accuracy {rep.heldout_accuracy:.3f} ({rep.heldout_steps} steps)"
+                ),
+            )
+        trainer.train()
 
     last = trainer.state.evals[-1]
     table = Table(title=f"held-out seeds {list(config.eval_seeds)}: mean over episodes")
@@ -170,7 +251,10 @@ def main(argv: list[str] | None = None) -> int:
             f"{m['utilization']:.3f}",
         )
     console.print(table)
-    console.print(f"best agent avg JCT {trainer.state.best_jct:,.0f} s; checkpoints in {run / 'checkpoints'}")
+    console.print(
+        f"{trainer.state.steps} steps trained; best agent avg JCT {trainer.state.best_jct:,.0f} s; "
+        f"checkpoints in {run / 'checkpoints'}"
+    )
     return 0
 
 

@@ -5,16 +5,24 @@ it (as its placer), then the placement agent in the placement env with the order
 inside it (as its ordering component). Both may first be warm-started by behaviour cloning from
 expert demonstrations. A run lives in one folder (see :mod:`agents.rundir`): its resolved config,
 command line and commit, TensorBoard files, and checkpoints of both agents (latest and best).
+
+Progress is committed to the run folder (state.json with the checkpoints it names, written so
+that any kill leaves the previous commit or the new one) after each behaviour cloning, after each
+rollout with the training it paid for, and after each evaluation. A resumed run continues from
+the last commit: whatever came after it (a cloning, a rollout, an evaluation) is done again.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import io
 import json
 import logging
 import math
-from collections.abc import Callable
+import re
+import typing
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -29,23 +37,37 @@ from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 import envs  # noqa: F401  (registers the env ids)
+from agents import rundir
 from agents.bc import BCConfig, BCReport, behaviour_clone
 from agents.dataset import RecordConfig, load_merged, record, save_demos
-from agents.networks import SlotPolicy, ordering_policy_kwargs, placement_policy_kwargs
+from agents.networks import ACTIVATIONS, SlotPolicy, ordering_policy_kwargs, placement_policy_kwargs
 from agents.partners import AgentOrdering, AgentPlacer, run_episode
-from envs.core import CoreConfig
+from envs.core import REWARDS, CoreConfig, composed
 from envs.obs import OBS_VERSION
 from envs.ordering import OrderingEnv
 from envs.placement import PlacementEnv
 from envs.sim import scenarios
-from envs.sim.fileio import atomic_write
+from envs.sim.config import ConfigError
+from envs.sim.inference import InferenceConfigError
 from envs.sim.metrics import summarize
+from envs.sim.workload import TraceError
 from heuristics import registry
 
 log = logging.getLogger(__name__)
 
 ORDERING, PLACEMENT = "ordering", "placement"
+AGENTS = (ORDERING, PLACEMENT)
 SCHED_KEYS = ("avg_jct_s", "p95_jct_s", "avg_queue_s", "utilization", "preemptions", "jobs_unfinished")
+
+
+def latest(agent: str) -> str:
+    """File name (in checkpoints/) of an agent's latest checkpoint."""
+    return f"{agent}_latest.zip"
+
+
+def best(agent: str) -> str:
+    """File name (in checkpoints/) of an agent's checkpoint at the best evaluation."""
+    return f"{agent}_best.zip"
 
 
 @dataclass
@@ -63,7 +85,8 @@ class TrainConfig:
     seed: int = 0
     """seed of the agents' initialisation, the envs' episode draws and BC shuffling"""
     total_steps: int = 40_000
-    """env steps over all rounds, both agents together"""
+    """env steps over all rounds, both agents together: exactly what is trained (to the nearest
+    multiple of ``n_envs``, see :meth:`phase_steps`)"""
     rounds: int = 2
     """alternating rounds (ordering then placement)"""
     ordering_share: float = 0.8
@@ -106,7 +129,8 @@ class TrainConfig:
     eval_seeds: tuple[int, ...] = tuple(range(100_000, 100_010))
     """held-out scenario seeds for evaluation"""
     eval_every: int = 10_000
-    """env steps between evaluations (and at the end of every phase)"""
+    """env steps between evaluations, at the end of the first rollout that reaches them (and at
+    the end of every phase)"""
     baselines: tuple[str, ...] = ("fifo", "sjf", "aryl")
     """heuristics evaluated on the same held-out seeds, logged beside the agents; each expert's
     ranking in the agents' ordering seat, with the run's components, is logged too (``<expert>-seat``)"""
@@ -114,7 +138,7 @@ class TrainConfig:
     placement_lr_scale: float = 0.3
     """the placement agent learns this much slower (its reward is mostly the ordering's doing)"""
     n_steps: int = 512
-    """rollout length per env"""
+    """rollout length per env (a phase's last rollout is shorter if that is what is left)"""
     batch_size: int = 256
     n_epochs: int = 4
     gamma: float = 0.999
@@ -145,25 +169,210 @@ class TrainConfig:
         return CoreConfig.from_kwargs(seeds=seeds or self.train_seeds, **self.core_kwargs())
 
     def phase_steps(self) -> list[tuple[int, str, int]]:
-        """(round, agent, steps) in training order."""
-        per_round = self.total_steps / max(1, self.rounds)
+        """(round, agent, steps) in training order: exactly the steps each phase trains.
+
+        Every step of a vector env moves all ``n_envs`` envs, so each phase is a multiple of
+        ``n_envs`` and the phases add up to ``total_steps`` rounded to the nearest multiple of
+        ``n_envs`` (at least one): :meth:`planned_steps`."""
+        units = max(1, round(self.total_steps / self.n_envs))  # vector steps
         out = []
         for r in range(self.rounds):
-            o = round(per_round * self.ordering_share)
-            out += [(r, ORDERING, o), (r, PLACEMENT, round(per_round) - o)]
+            u = units * (r + 1) // self.rounds - units * r // self.rounds
+            o = round(u * self.ordering_share)
+            out += [(r, ORDERING, o * self.n_envs), (r, PLACEMENT, (u - o) * self.n_envs)]
         return [p for p in out if p[2] > 0]
+
+    def planned_steps(self) -> int:
+        """Env steps the run trains in all (``total_steps`` unless it is no multiple of ``n_envs``)."""
+        return sum(p[2] for p in self.phase_steps())
+
+    def validate(self, name_of: Callable[[str], str] = lambda f: f"setting '{f}'") -> None:
+        """Raise ConfigError (one sentence, the field named by ``name_of``) unless every field is
+        of its type and valid by its meaning (:data:`RULES`: one rule per field) and the fields
+        together build the training scenario."""
+        hints = typing.get_type_hints(TrainConfig)
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            problem = _type_problem(value, hints[f.name])
+            if problem is None:
+                try:
+                    problem = RULES[f.name](value, self)
+                except (ConfigError, TraceError, InferenceConfigError) as e:
+                    raise ConfigError(f"{name_of(f.name)}: {e}") from None
+            if problem:
+                raise ConfigError(f"{name_of(f.name)} {problem}.")
+        if self.n_steps * self.n_envs < 2:
+            raise ConfigError(
+                f"{name_of('n_steps')} times {name_of('n_envs')} must be at least 2 (PPO normalises "
+                f"advantages over a rollout), got {self.n_steps} x {self.n_envs}."
+            )
+        if self.bc and not self.experts:
+            raise ConfigError(f"{name_of('experts')} must name an expert to clone when behaviour cloning is on.")
+        try:
+            core = self.core_config()
+            scenarios.build(core.scenario_obj(), self.train_seeds[0])
+        except (ConfigError, TraceError, InferenceConfigError) as e:
+            raise ConfigError(f"{name_of('trace' if self.trace else 'overrides')}: {e}") from None
+
+
+# ---------------------------------------------------------------------------------------------- rules
+Rule = Callable[[Any, TrainConfig], "str | None"]
+"""A field's value (already of its type) and the whole config -> what is wrong, or None. A rule
+may also raise ConfigError (or a trace / inference error) with its own sentence."""
+
+
+def _at_least(lo: float) -> Rule:
+    return lambda v, c: None if v >= lo else f"must be at least {lo}, got {v}"
+
+
+def _above(lo: float) -> Rule:
+    return lambda v, c: None if v > lo else f"must be above {lo}, got {v}"
+
+
+def _between(lo: int, hi: int) -> Rule:
+    return lambda v, c: None if lo <= v <= hi else f"must be between {lo} and {hi}, got {v}"
+
+
+def _unit(open_low: bool) -> Rule:
+    interval = "(0, 1]" if open_low else "[0, 1]"
+
+    def rule(v: float, c: TrainConfig) -> str | None:
+        return None if (v > 0 if open_low else v >= 0) and v <= 1 else f"must be in {interval}, got {v}"
+
+    return rule
+
+
+def _one_of(choices: Iterable[str]) -> Rule:
+    names = tuple(choices)
+    return lambda v, c: None if v in names else f"must be one of {', '.join(names)}, got '{v}'"
+
+
+def _each(rule: Rule) -> Rule:
+    def each(values: Any, c: TrainConfig) -> str | None:
+        return next((p for p in (rule(v, c) for v in values) if p), None)
+
+    return each
+
+
+def _type_only(v: Any, c: TrainConfig) -> None:
+    return None
+
+
+def _scenario_name(v: str, c: TrainConfig) -> None:
+    if not c.trace:
+        scenarios.get(v)
+
+
+def _overrides(v: dict[str, str], c: TrainConfig) -> None:
+    scenarios.get("trace" if c.trace else c.scenario, v)  # the trace itself is read by the last check
+
+
+def _trace(v: str, c: TrainConfig) -> str | None:
+    return None if not v or Path(v).is_file() else f"is not a file: '{v}'"
+
+
+def _exp(v: str, c: TrainConfig) -> str | None:
+    ok = re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", v)
+    return None if ok else f"must be a name of letters, digits, '.', '_' and '-' (it names the run folder), got '{v}'"
+
+
+def _component(v: str, c: TrainConfig) -> None:
+    composed(v)
+
+
+def _policy(v: str, c: TrainConfig) -> None:
+    registry.entry(v)
+
+
+def _seed_range(v: tuple[int, int], c: TrainConfig) -> str | None:
+    return None if 0 <= v[0] < v[1] else f"must be seeds lo:hi with 0 <= lo < hi, got {v[0]}:{v[1]}"
+
+
+def _seed_list(v: tuple[int, ...], c: TrainConfig) -> str | None:
+    return None if v and min(v) >= 0 else f"must list at least one seed and no negative one, got {list(v)}"
+
+
+RULES: dict[str, Rule] = {
+    "scenario": _scenario_name,
+    "overrides": _overrides,
+    "trace": _trace,
+    "exp": _exp,
+    "seed": _between(0, 2**32 - 2),  # numpy's global seed (the placement agent's is seed + 1)
+    "total_steps": _at_least(1),
+    "rounds": _at_least(1),
+    "ordering_share": _unit(open_low=False),
+    "n_envs": _at_least(1),
+    "max_jobs": _at_least(1),
+    "placement": _component,
+    "scaling": _component,
+    "reclaim": _component,
+    "preemption": lambda v, c: _component(v, c) if v else None,  # "" for none
+    "reward": _one_of(REWARDS),
+    "bc": _type_only,
+    "experts": _each(_component),
+    "demo_episodes": _at_least(1),
+    "demo_seed": _at_least(0),
+    "bc_epochs": _at_least(1),
+    "train_seeds": _seed_range,
+    "eval_seeds": _seed_list,
+    "eval_every": _at_least(1),
+    "baselines": _each(_policy),
+    "learning_rate": _above(0),
+    "placement_lr_scale": _above(0),
+    "n_steps": _at_least(1),
+    "batch_size": _at_least(2),  # SB3's PPO normalises advantages within each minibatch
+    "n_epochs": _at_least(1),
+    "gamma": _unit(open_low=True),
+    "gae_lambda": _unit(open_low=True),
+    "ent_coef": _at_least(0),
+    "clip_range": _above(0),
+    "hidden": _at_least(1),
+    "activation": _one_of(ACTIVATIONS),
+    "threads": _at_least(1),
+}
+"""The rule of every TrainConfig field, by its meaning (tests/test_train_robust.py checks that
+each field has one and that a bad value of each is refused)."""
+
+
+def _type_problem(value: Any, tp: Any) -> str | None:
+    """What is wrong with ``value`` as a ``tp`` (the field types of TrainConfig), or None."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if tp is bool:
+        ok, want = isinstance(value, bool), "true or false"
+    elif tp is int:
+        ok, want = isinstance(value, int) and not isinstance(value, bool), "an integer"
+    elif tp is float:
+        ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+        want = "a finite number"
+    elif tp is str:
+        ok, want = isinstance(value, str), "a string"
+    elif origin is tuple and args[-1] is Ellipsis:
+        ok = isinstance(value, tuple) and all(_type_problem(v, args[0]) is None for v in value)
+        want = f"a list of {'integers' if args[0] is int else 'names'}"
+    elif origin is tuple:
+        ok = isinstance(value, tuple) and len(value) == len(args)
+        ok = ok and all(_type_problem(v, a) is None for v, a in zip(value, args, strict=True))
+        want = f"{len(args)} integers"
+    elif origin is dict:
+        ok = isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+        want = "a mapping of setting names to values"
+    else:
+        raise TypeError(f"TrainConfig: no type check for {tp}")
+    return None if ok else f"expects {want}, got {value!r}"
 
 
 @dataclass
 class TrainState:
-    """Progress, saved as state.json beside the checkpoints."""
+    """Progress, saved as state.json beside the checkpoints (see :mod:`agents.rundir`)."""
 
     phase: int = 0  # index into TrainConfig.phase_steps() of the phase to run (or being run)
-    in_phase: int = 0  # env steps of that phase already done (an interrupted phase resumes)
-    steps: int = 0  # env steps done, both agents
-    best_jct: float = math.inf
+    in_phase: int = 0  # env steps of that phase done (an interrupted phase resumes)
+    steps: int = 0  # env steps done, both agents: trained into the checkpoints
+    best_jct: float = math.inf  # of the best evaluation so far (its agents: the *_best.zip checkpoints)
     evals: list[dict[str, Any]] = field(default_factory=list)
-    bc: dict[str, Any] = field(default_factory=dict)
+    bc: dict[str, Any] = field(default_factory=dict)  # agent -> its cloning report, once committed
+    generation: int = 0  # commits so far
+    checkpoints: dict[str, str] = field(default_factory=dict)  # file in checkpoints/ -> its SHA-1
 
 
 def _means(runs: list[dict[str, Any]]) -> dict[str, float]:
@@ -171,21 +380,38 @@ def _means(runs: list[dict[str, Any]]) -> dict[str, float]:
     return {k: float(np.mean([r[k] or 0.0 for r in runs])) for k in SCHED_KEYS}
 
 
-class Trainer:
-    """Runs (or resumes) one training run in ``run_dir``."""
+def _blob(model: MaskablePPO) -> bytes:
+    buf = io.BytesIO()
+    model.save(buf)
+    return buf.getvalue()
 
-    def __init__(self, config: TrainConfig, run_dir: Path, progress: Callable[[int], None] | None = None) -> None:
+
+class Trainer:
+    """Runs (or resumes) one training run.
+
+    Construction reads but writes nothing: the envs and agents of ``config``; with ``resume``,
+    the agents of the run folder's last commit (a corrupt or inconsistent folder raises
+    :class:`agents.rundir.RunDirError`). Writing starts with :meth:`create` (a new run folder
+    under a root) or :meth:`resume`."""
+
+    def __init__(
+        self, config: TrainConfig, resume: Path | None = None, progress: Callable[[int], None] | None = None
+    ) -> None:
         self.config = config
-        self.dir = run_dir
         self.progress = progress or (lambda n: None)
         th.set_num_threads(config.threads)
-        self.ckpt = run_dir / "checkpoints"
-        self.state = self._load_state()
+        self.dir = resume
+        blobs: dict[str, tuple[Path, bytes]] = {}
+        self.state = TrainState()
+        if resume is not None:
+            self.state, blobs = rundir.read_state(resume, config)
         self.ordering_env = DummyVecEnv([self._ordering_env(i) for i in range(config.n_envs)])
         self.placement_env = DummyVecEnv([self._placement_env(i) for i in range(config.n_envs)])
-        self.ordering = self._model(ORDERING, self.ordering_env)
-        self.placement = self._model(PLACEMENT, self.placement_env)
+        self.ordering = self._model(ORDERING, self.ordering_env, blobs.get(latest(ORDERING)))
+        self.placement = self._model(PLACEMENT, self.placement_env, blobs.get(latest(PLACEMENT)))
+        self._layout_saved = resume is None or rundir.check_layout(resume, self.layout())
         self._hparams_logged = False
+        self._seated: int | None = None  # the phase whose partner sits frozen in its env
 
     # ------------------------------------------------------------------ construction
     def _ordering_env(self, rank: int) -> Callable[[], gym.Env]:
@@ -207,72 +433,106 @@ class Trainer:
     def _env_kwargs(self) -> dict[str, Any]:
         return dict(seeds=self.config.train_seeds, **self.config.core_kwargs())
 
+    def _model(self, agent: str, venv: DummyVecEnv, saved: tuple[Path, bytes] | None) -> MaskablePPO:
+        c = self.config
+        if saved is not None:
+            path, data = saved
+            try:
+                model = MaskablePPO.load(io.BytesIO(data), env=venv, device="cpu")
+            except Exception as e:  # any failure to load means this folder cannot be resumed here
+                first = str(e).strip().splitlines()[0].rstrip(":") if str(e).strip() else type(e).__name__
+                raise rundir.RunDirError(
+                    f"{path}: does not load as the {agent} agent of config.yaml ({first})."
+                ) from None
+            model._last_obs = None  # type: ignore[assignment]  # start on the envs' first observations, as a new run
+            return model
+        env0: Any = venv.envs[0].unwrapped
+        kwargs = (
+            ordering_policy_kwargs(c.max_jobs, c.hidden, c.activation)
+            if agent == ORDERING
+            else placement_policy_kwargs(env0.num_servers, c.hidden, c.activation)
+        )
+        return MaskablePPO(
+            SlotPolicy,
+            venv,
+            learning_rate=c.learning_rate * (1.0 if agent == ORDERING else c.placement_lr_scale),
+            n_steps=c.n_steps,
+            batch_size=c.batch_size,
+            n_epochs=c.n_epochs,
+            gamma=c.gamma,
+            gae_lambda=c.gae_lambda,
+            ent_coef=c.ent_coef,
+            clip_range=c.clip_range,
+            policy_kwargs=kwargs,
+            seed=c.seed + (0 if agent == ORDERING else 1),
+            device="cpu",
+            verbose=0,
+        )
+
+    def model(self, agent: str) -> MaskablePPO:
+        return self.ordering if agent == ORDERING else self.placement
+
+    # ------------------------------------------------------------------ the run folder
+    def create(self, root: Path, command: list[str]) -> Path:
+        """A new run folder under ``root`` with its run files and first commit (nothing done)."""
+        self.dir = rundir.new_run_dir(self.config, root)
+        rundir.write_run_files(self.dir, self.config, command, self.layout())
+        self._open_logs()
+        self._commit()
+        return self.dir
+
+    def resume(self, command: list[str]) -> bool:
+        """Start writing to the resumed folder: finish the save of its last commit (and drop what
+        came after it), append the command line; a deleted layout.json is written again from
+        the config (the checkpoints loaded into envs of that layout). True if it was."""
+        assert self.dir is not None
+        rundir.settle(self.dir)
+        with (self.dir / "command.txt").open("a", encoding="utf-8") as f:
+            f.write(" ".join(command) + "\n")
+        rewritten = not self._layout_saved
+        if rewritten:
+            rundir.write_layout(self.dir, self.layout())
+        self._open_logs()
+        return rewritten
+
+    def _open_logs(self) -> None:
+        assert self.dir is not None
+        for agent in AGENTS:
+            self.model(agent).set_logger(self._logger(agent))
+
     def _logger(self, agent: str) -> Logger:
+        assert self.dir is not None
         return configure(str(self.dir / "tb" / agent), ["tensorboard"])
 
-    def _model(self, agent: str, venv: DummyVecEnv) -> MaskablePPO:
-        c = self.config
-        latest = self.ckpt / f"{agent}_latest.zip"
-        if latest.exists():
-            model = MaskablePPO.load(latest, env=venv, device="cpu")
-        else:
-            env0: Any = venv.envs[0].unwrapped
-            kwargs = (
-                ordering_policy_kwargs(c.max_jobs, c.hidden, c.activation)
-                if agent == ORDERING
-                else placement_policy_kwargs(env0.num_servers, c.hidden, c.activation)
-            )
-            model = MaskablePPO(
-                SlotPolicy,
-                venv,
-                learning_rate=c.learning_rate * (1.0 if agent == ORDERING else c.placement_lr_scale),
-                n_steps=c.n_steps,
-                batch_size=c.batch_size,
-                n_epochs=c.n_epochs,
-                gamma=c.gamma,
-                gae_lambda=c.gae_lambda,
-                ent_coef=c.ent_coef,
-                clip_range=c.clip_range,
-                policy_kwargs=kwargs,
-                seed=c.seed + (0 if agent == ORDERING else 1),
-                device="cpu",
-                verbose=0,
-            )
-        model.set_logger(self._logger(agent))
-        return model
-
-    # ------------------------------------------------------------------ state
-    def _load_state(self) -> TrainState:
-        path = self.dir / "state.json"
-        if path.exists():
-            return TrainState(**json.loads(path.read_text(encoding="utf-8")))
-        return TrainState()
-
-    def save(self, best: bool = False) -> None:
-        """Checkpoints of both agents and the state, each written atomically."""
-        self.ckpt.mkdir(parents=True, exist_ok=True)
-        for agent, model in ((ORDERING, self.ordering), (PLACEMENT, self.placement)):
-            names = [f"{agent}_latest.zip"] + ([f"{agent}_best.zip"] if best else [])
-            for name in names:
-                tmp = self.ckpt / f".{name}.tmp.zip"
-                model.save(tmp)
-                tmp.replace(self.ckpt / name)
-        atomic_write(self.dir / "state.json", json.dumps(dataclasses.asdict(self.state), indent=2) + "\n")
+    def _commit(self, blobs: dict[str, bytes] | None = None, **changes: Any) -> None:
+        """Make the state with ``changes`` (and the checkpoints ``blobs``: file name -> bytes) the
+        run's state; in memory, the state is always the last one committed."""
+        assert self.dir is not None
+        self.state = rundir.commit(self.dir, dataclasses.replace(self.state, **changes), blobs or {})
 
     # ------------------------------------------------------------------ behaviour cloning
-    def warm_start(self, demo_dir: Path) -> dict[str, BCReport]:
-        """Record (or reuse) demonstrations and clone them into both agents."""
+    def warm_start(self, demo_dir: Path, report: Callable[[str, BCReport], None] | None = None) -> dict[str, BCReport]:
+        """Record (or reuse) demonstrations and clone them into each agent not yet cloned (as
+        state.json says); each cloning is committed with its agent's checkpoint, then passed to
+        ``report``. The reports of the clonings done now."""
         c = self.config
         reports = {}
-        for agent, model, env, experts in (
-            (ORDERING, self.ordering, self.ordering_env.envs[0], c.experts),
-            (PLACEMENT, self.placement, self.placement_env.envs[0], (c.placement,)),
+        for agent, env, experts in (
+            (ORDERING, self.ordering_env.envs[0], c.experts),
+            (PLACEMENT, self.placement_env.envs[0], (c.placement,)),
         ):
+            if agent in self.state.bc:
+                continue
+            model = self.model(agent)
             paths = [self._demos(agent, expert, demo_dir) for expert in experts]
             demos = load_merged(paths, env=env)
             rep = behaviour_clone(model, demos, BCConfig(epochs=c.bc_epochs, seed=c.seed))
+            rundir.pause_point(f"bc:{agent}")
+            bc = {**self.state.bc, agent: dataclasses.asdict(rep) | {"experts": list(experts)}}
+            self._commit(blobs={latest(agent): _blob(model)}, bc=bc)
             reports[agent] = rep
-            self.state.bc[agent] = dataclasses.asdict(rep) | {"experts": list(experts)}
+            if report is not None:
+                report(agent, rep)
             log.info("bc %s: held-out accuracy %.3f over %d steps", agent, rep.heldout_accuracy, rep.heldout_steps)
             model.logger.record(f"bc/{agent}_heldout_accuracy", rep.heldout_accuracy)
             model.logger.record(f"bc/{agent}_heldout_nll", rep.heldout_nll)
@@ -307,26 +567,53 @@ class Trainer:
 
     # ------------------------------------------------------------------ training
     def train(self) -> TrainState:
-        """Run the remaining phases; evaluate at the end of every phase and every eval_every steps."""
+        """Run what is left of the phases, one rollout at a time, each committed with its agent's
+        checkpoint; evaluate when due (:meth:`eval_due`)."""
         c = self.config
+        plan = c.phase_steps()
         self._log_hparams()
-        for i, (rnd, agent, steps) in enumerate(c.phase_steps()):
-            if i < self.state.phase:
-                continue
-            self._freeze_partner(agent)
-            model = self.ordering if agent == ORDERING else self.placement
-            left = steps - self.state.in_phase
-            log.info("round %d: training the %s agent for %d steps", rnd, agent, left)
-            if left > 0:
-                model.learn(
-                    left,
-                    reset_num_timesteps=False,
-                    callback=CallbackList([SchedCallback(), StepCallback(self, agent)]),
-                )
-            self.state.phase, self.state.in_phase = i + 1, 0
+        if self.eval_due():
             self.evaluate()
-            self.save()
+        while self.state.phase < len(plan):
+            rnd, agent, steps = plan[self.state.phase]
+            s = self.state
+            if s.in_phase < steps:
+                if self._seated != s.phase:
+                    log.info("round %d: training the %s agent for %d steps", rnd, agent, steps - s.in_phase)
+                    self._freeze_partner(agent)
+                    self._seated = s.phase
+                n = min(c.n_steps, (steps - s.in_phase) // c.n_envs) * c.n_envs
+                self._rollout(agent, n)
+                blobs = {latest(agent): _blob(self.model(agent))}
+            else:  # config.yaml was edited to a shorter phase
+                n, blobs = 0, {}
+            done = s.in_phase + n >= steps
+            self._commit(
+                blobs=blobs,
+                phase=s.phase + done,
+                in_phase=0 if done else s.in_phase + n,
+                steps=s.steps + n,
+            )
+            if self.eval_due():
+                self.evaluate()
         return self.state
+
+    def _rollout(self, agent: str, steps: int) -> None:
+        """One PPO iteration of ``agent``: a rollout of ``steps`` env steps, then its training."""
+        model, n = self.model(agent), steps // self.config.n_envs
+        if model.n_steps != n or model.rollout_buffer.buffer_size != n:  # a phase's last rollout is short
+            b = model.rollout_buffer
+            model.n_steps = n
+            model.rollout_buffer = type(b)(
+                n,
+                model.observation_space,
+                model.action_space,
+                device=model.device,
+                gamma=model.gamma,
+                gae_lambda=model.gae_lambda,
+                n_envs=model.n_envs,
+            )
+        model.learn(steps, reset_num_timesteps=False, callback=CallbackList([SchedCallback(), StepCallback(self)]))
 
     def _freeze_partner(self, agent: str) -> None:
         """Put the other agent (frozen) in the seat it does not train."""
@@ -340,6 +627,16 @@ class Trainer:
                 pe.ordering_spec = AgentOrdering(self.ordering, pe.core, self.config.max_jobs)
 
     # ------------------------------------------------------------------ evaluation
+    def eval_due(self) -> bool:
+        """An evaluation is due at the start (none yet), once ``eval_every`` steps have passed
+        since the last one, and at the end of every phase: all read from the committed state, so
+        an evaluation cut short is done again on resume."""
+        s = self.state
+        if not s.evals:
+            return True
+        last = s.evals[-1]["steps"]
+        return last < s.steps and (s.steps - last >= self.config.eval_every or s.in_phase == 0)
+
     def baseline_metrics(self) -> dict[str, dict[str, float]]:
         """Mean metrics over the held-out seeds (same scenario) of each baseline heuristic, and of
         each expert's ranking in the ordering seat with this run's components (``<expert>-seat``:
@@ -356,13 +653,21 @@ class Trainer:
         return out
 
     def evaluate(self) -> dict[str, Any]:
-        """Both agents, deterministic, on the held-out seeds; logged under eval/ with baselines."""
+        """Both agents, deterministic, on the held-out seeds, committed (with the best checkpoints
+        if they improved), then logged under eval/ with the baselines."""
         c = self.config
         if not hasattr(self, "_baselines"):
             self._baselines = self.baseline_metrics()
         cfg = c.core_config()
         agent = _means([run_episode(cfg, s, self.ordering, self.placement, c.max_jobs) for s in c.eval_seeds])
         step = self.state.steps
+        entry = {"steps": step, "agent": agent, "baselines": self._baselines}
+        # the average JCT counts finished jobs only: a checkpoint that leaves jobs unfinished is never the best
+        improved = agent["jobs_unfinished"] == 0 and agent["avg_jct_s"] < self.state.best_jct
+        rundir.pause_point("eval")
+        blobs = {best(a): _blob(self.model(a)) for a in AGENTS} if improved else {}
+        best_jct = agent["avg_jct_s"] if improved else self.state.best_jct
+        self._commit(blobs=blobs, evals=[*self.state.evals, entry], best_jct=best_jct)
         logger = self.ordering.logger
         for k, v in agent.items():
             logger.record(f"eval/{k}/agent", v)
@@ -370,13 +675,6 @@ class Trainer:
             for k, v in metrics.items():
                 logger.record(f"eval/{k}/{name}", v)
         logger.dump(step=step)
-        entry = {"steps": step, "agent": agent, "baselines": self._baselines}
-        self.state.evals.append(entry)
-        # the average JCT counts finished jobs only: a checkpoint that leaves jobs unfinished is never the best
-        improved = agent["jobs_unfinished"] == 0 and agent["avg_jct_s"] < self.state.best_jct
-        if improved:
-            self.state.best_jct = agent["avg_jct_s"]
-        self.save(best=improved)
         log.info("eval at %d steps: agent avg JCT %.0f s", step, agent["avg_jct_s"])
         return entry
 
@@ -417,20 +715,13 @@ class SchedCallback(BaseCallback):
 
 
 class StepCallback(BaseCallback):
-    """Counts steps for the run (progress, periodic evaluation)."""
+    """Reports each step to the run's progress (and to the test hook ``rollout``)."""
 
-    def __init__(self, trainer: Trainer, agent: str) -> None:
+    def __init__(self, trainer: Trainer) -> None:
         super().__init__()
-        self.trainer, self.agent = trainer, agent
-        self._since_eval = 0
+        self.trainer = trainer
 
     def _on_step(self) -> bool:
-        n = self.training_env.num_envs
-        self.trainer.state.steps += n
-        self.trainer.state.in_phase += n
-        self.trainer.progress(n)
-        self._since_eval += n
-        if self._since_eval >= self.trainer.config.eval_every:
-            self._since_eval = 0
-            self.trainer.evaluate()
+        self.trainer.progress(self.training_env.num_envs)
+        rundir.pause_point("rollout")
         return True

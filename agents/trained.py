@@ -59,14 +59,16 @@ class AgentSpec:
 
 
 def load_agent(spec: str) -> AgentSpec:
-    """``ppo:RUN`` -> the run's agents; a missing or unusable run folder is a ConfigError."""
-    from agents.rundir import RunDirError, load_config, load_layout
+    """``ppo:RUN`` -> the run's agents (best checkpoints, else latest, of the run's last commit:
+    :func:`agents.rundir.checkpoint_files`); a missing or unusable run folder is a ConfigError."""
+    from agents.rundir import RunDirError, checkpoint_files, load_config, load_layout
     from envs.obs import OBS_VERSION
 
     path = Path(spec.removeprefix(AGENT_PREFIX))
     try:
-        config = load_config(path)
+        config = load_config(path, validate=False)
         layout = load_layout(path)
+        committed = checkpoint_files(path)
     except RunDirError as e:
         raise ConfigError(str(e)) from None
     if layout.get("obs_version") != OBS_VERSION:
@@ -80,10 +82,11 @@ def load_agent(spec: str) -> AgentSpec:
         )
     files = []
     for seat in ("ordering", "placement"):
-        found = [p for p in (f"{seat}_best.zip", f"{seat}_latest.zip") if (path / "checkpoints" / p).exists()]
+        found = [committed[p] for p in (f"{seat}_best.zip", f"{seat}_latest.zip") if p in committed]
+        found = [f for f in found if f.is_file()]
         if not found:
             raise ConfigError(f"{path}: no checkpoints/{seat}_best.zip or {seat}_latest.zip.")
-        files.append(found[0])
+        files.append(found[0].name)  # its staged name while a save is finishing (agents.rundir)
     digest = hashlib.sha1(b"".join(file_digest(path / "checkpoints" / f).encode() for f in files)).hexdigest()
     agent = AgentSpec(
         run=str(path),
