@@ -92,13 +92,13 @@ def test_pai_rows() -> None:
     assert rows == [
         # submitted at 900 (the earliest): 1 instance at 25% of a MISC GPU -> 1 whole GPU, any type
         TraceRow(name="p3", submit_time=0.0, duration=1000.0, num_gpus=1, gpu_types=ANY_GPU_TYPE, user="userA"),
-        # 2 instances x 100% V100, tasks ran 1100-4100
+        # 2 instances x 100% V100 (PAI's V100 has 16 GB), tasks ran 1100-4100
         TraceRow(
             name="p1",
             submit_time=100.0,
             duration=3000.0,
             num_gpus=2,
-            gpu_types=frozenset({"V100-32GB"}),
+            gpu_types=frozenset({"V100-16GB"}),
             user="userA",
         ),
         # Failed: a CPU-only ps (1250-2250) and 4 workers at 50% of a T4 (1300-2300): 4 GPUs,
@@ -117,7 +117,7 @@ def test_pai_rows() -> None:
             submit_time=700.0,
             duration=1050.0,
             num_gpus=3,
-            gpu_types=frozenset({"P100", "V100-32GB"}),
+            gpu_types=frozenset({"P100-16GB", "V100-32GB"}),
             user="userE",
         ),
     ]
@@ -157,7 +157,7 @@ def test_pai_skips_a_header_row_and_marks_broken_tasks(tmp_path: Path) -> None:
             submit_time=0.0,
             duration=80.0,
             num_gpus=1,
-            gpu_types=frozenset({"V100-32GB"}),
+            gpu_types=frozenset({"V100-16GB"}),
             user="u",
         )
     ]

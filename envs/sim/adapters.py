@@ -55,9 +55,9 @@ GPUs                    sum over tasks of ``inst_num x ceil(plan_gpu / 100)``: e
                         GPU per instance (the simulator shares no GPU); 0 -> ``cpu_only``
 submit time             the job table's ``start_time`` (the publisher: "job submission time")
 GPU type                task ``gpu_type`` of the GPU tasks, mapped by :data:`PAI_GPU_TYPES`:
-                        V100, V100M32 -> V100-32GB; T4 -> T4-16GB; MISC or empty -> any type;
-                        other names (P100, ...) kept as they are; union over the job's tasks,
-                        any if one task says any
+                        V100 -> V100-16GB, V100M32 -> V100-32GB, P100 -> P100-16GB, T4 ->
+                        T4-16GB; MISC or empty -> any type; other names kept as they are;
+                        union over the job's tasks, any if one task says any
 user                    kept (PAI has no vc)
 task rows of jobs not   ignored, counted as ``orphan_task_rows`` (rows, not jobs)
 in the job table
@@ -175,13 +175,16 @@ MALFORMED = "malformed"
 ORPHAN_TASK_ROWS = "orphan_task_rows"
 
 PAI_GPU_TYPES: dict[str, str | None] = {
-    "V100": "V100-32GB",
+    "V100": "V100-16GB",
     "V100M32": "V100-32GB",
+    "P100": "P100-16GB",
     "T4": "T4-16GB",
     "MISC": None,
     "": None,
 }
-"""PAI ``gpu_type`` -> our GPU type name; ``None`` means any type. Names not listed are kept."""
+"""PAI ``gpu_type`` -> our GPU type name; ``None`` means any type. Names not listed are kept (the
+trace then names them, and ``--set workload.gpu_type_map`` maps them). The publisher's paper
+(Weng et al., NSDI'22) gives V100 16 GB and V100M32 32 GB cards."""
 
 FORMATS: dict[str, int] = {"philly": 1, "pai": 2, "helios": 1, "alibaba2023": 1}
 """Formats :func:`convert` knows, and how many input files each takes."""
