@@ -166,7 +166,10 @@ class TrainConfig:
         )
 
     def core_config(self, seeds: tuple[int, int] | None = None) -> CoreConfig:
-        return CoreConfig.from_kwargs(seeds=seeds or self.train_seeds, **self.core_kwargs())
+        """The agents' episodes; the jobs that must be runnable are those every policy the run
+        compares (its placement component's and the baselines) can run, so all replay the same."""
+        borrowing = all(registry.make(n).borrows for n in (self.placement, *self.baselines))
+        return CoreConfig.from_kwargs(seeds=seeds or self.train_seeds, borrowing=borrowing, **self.core_kwargs())
 
     def phase_steps(self) -> list[tuple[int, str, int]]:
         """(round, agent, steps) in training order: exactly the steps each phase trains.
@@ -210,7 +213,7 @@ class TrainConfig:
             raise ConfigError(f"{name_of('experts')} must name an expert to clone when behaviour cloning is on.")
         try:
             core = self.core_config()
-            scenarios.build(core.scenario_obj(), self.train_seeds[0])
+            scenarios.build(core.scenario_obj(), self.train_seeds[0], bool(core.borrowing))
         except (ConfigError, TraceError, InferenceConfigError) as e:
             raise ConfigError(f"{name_of('trace' if self.trace else 'overrides')}: {e}") from None
 
@@ -645,7 +648,12 @@ class Trainer:
         cfg = c.core_config()
         scen = cfg.scenario_obj()
         out = {
-            name: _means([summarize(scenarios.simulate(scen, registry.make(name), s)) for s in c.eval_seeds])
+            name: _means(
+                [
+                    summarize(scenarios.simulate(scen, registry.make(name), s, borrowing=cfg.borrowing))
+                    for s in c.eval_seeds
+                ]
+            )
             for name in c.baselines
         }
         for expert in c.experts:
