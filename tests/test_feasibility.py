@@ -171,6 +171,12 @@ def test_a_trace_replays_at_a_chosen_offered_load_keeping_deadline_slack(tmp_pat
     assert after[2].deadline - after[2].submit_time == pytest.approx(1900.0)  # type: ignore[operator]
 
 
+def test_a_trace_whose_every_job_is_unrunnable_is_refused_even_under_drop(tmp_path: Path):
+    trace = _trace(tmp_path, "a,0,3600,1000,\n")
+    text = _sentence(_evaluate("--policies", "fifo", "--trace", trace, "--set", "workload.unrunnable=drop"))
+    assert "1 of 1 jobs" in text and "nothing is left to run" in text
+
+
 def test_a_trace_arriving_at_one_instant_cannot_be_set_to_a_load(tmp_path: Path):
     trace = _trace(tmp_path, "a,0,3600,1,\nb,0,3600,1,\n")
     text = _sentence(_evaluate("--policies", "fifo", "--trace", trace, "--set", "workload.load=0.8"))

@@ -117,7 +117,5 @@ def describe(
 
     first = "; ".join(row(b) for b in bad[:shown])
     more = f"; and {len(bad) - shown} more" if len(bad) > shown else ""
-    return (
-        f"{len(bad)} of {total} jobs{where} can never run on this cluster{who}: {first}{more}; "
-        "drop them with --set workload.unrunnable=drop."
-    )
+    way_out = "so nothing is left to run" if len(bad) == total else "drop them with --set workload.unrunnable=drop"
+    return f"{len(bad)} of {total} jobs{where} can never run on this cluster{who}: {first}{more}; {way_out}."

@@ -250,7 +250,7 @@ def build(s: Scenario, seed: int, borrowing: bool = True) -> Built:
     demand = DemandCurve(s.inference, s.cluster.inference_servers, inf_rng) if s.cluster.inference_servers else None
     bad = unrunnable(jobs, servers, demand, borrowing)
     if bad:
-        if w.unrunnable == "error":
+        if w.unrunnable == "error" or len(bad) == len(jobs):
             raise UnrunnableError(describe(bad, len(jobs), [r.line for r in rows], w.trace, borrowing))
         keep = sorted(set(range(len(jobs))) - {b.index for b in bad})
         jobs = [dataclasses.replace(jobs[i], job_id=k) for k, i in enumerate(keep)]
