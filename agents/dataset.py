@@ -66,7 +66,7 @@ import gymnasium as gym
 import numpy as np
 
 import envs  # noqa: F401  (registers the env ids)
-from agents.evaluation import git_commit
+from agents.provenance import git_commit
 from envs.core import REWARDS, CoreConfig, composed
 from envs.sim import scenarios
 from envs.sim.config import ConfigError

@@ -43,7 +43,6 @@ import math
 import os
 import platform
 import re
-import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -53,6 +52,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from agents.provenance import git_commit
 from agents.trained import AGENT_PREFIX, AgentSpec, Models, check_agent, episode, file_digest, load_agent
 from envs.sim import scenarios
 from envs.sim.config import ConfigError
@@ -619,24 +619,6 @@ def _cell(v: Any) -> str:
 
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "x"
-
-
-def git_commit() -> str:
-    """The code's commit (``+dirty`` if the tree has changes), or ``unknown``."""
-    try:
-        sha = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=5, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=5,
-        ).stdout.strip()
-        return sha + ("+dirty" if dirty else "")
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
 
 
 def default_workers() -> int:

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from agents.evaluation import git_commit
+from agents.provenance import git_commit
 from envs.sim.config import ConfigError
 from envs.sim.fileio import atomic_write
 
