@@ -92,6 +92,11 @@ class JobSpec:
     :param deadline: absolute time the job should finish by, or ``None``.
     :param grace_period: seconds a preempted job needs to checkpoint before its GPUs free up.
     :param user: owner, if the trace has one.
+    :param template: the job's recurring template as submitted: the trace's job name (its script
+        or template), ``""`` if the trace has none. ``user`` and ``template`` are public knowledge
+        a policy may read: they are what a history-based duration predictor (Helios' QSSF, SC'21)
+        keys on, matching a job with earlier finished jobs of the same user and template. They
+        carry no duration: what they tell comes only from the history of jobs that finished.
     :param speed_phases: dynamic adaptation: ``((work_fraction, multiplier), ...)`` sorted by
         work fraction, the first starting at 0. From that fraction of its work on, the job runs
         ``multiplier`` times faster than its base speed. Empty means a constant speed.
@@ -123,6 +128,7 @@ class JobSpec:
     deadline: float | None = None
     grace_period: float = 0.0
     user: str = ""
+    template: str = ""
     speed_phases: tuple[tuple[float, float], ...] = ()
     speed_regimes: tuple[float, ...] = ()
     urgency: float = 1.0

@@ -31,6 +31,9 @@ deadline_s        no        ABSOLUTE time on the trace clock (the clock of ``sub
                             seconds after submit) the job should finish by; > submit_time_s
 grace_period_s    no        seconds a preempted job needs to checkpoint, >= 0
 user, vc          no        owner and virtual cluster, free text
+job_name          no        the trace's own name of the job's template or script (free text): jobs
+                            of one user with one job name are taken as runs of one recurring
+                            template (what a history-based duration predictor keys on)
 ================  ========  =====================================================================
 
 Blank lines, and rows whose cells are all empty, are skipped; a UTF-8 byte-order mark is allowed.
@@ -89,6 +92,7 @@ OPTIONAL_COLUMNS: tuple[str, ...] = (
     "grace_period_s",
     "user",
     "vc",
+    "job_name",
 )
 
 ANY_GPU_TYPE: frozenset[str] = frozenset()
@@ -126,6 +130,7 @@ class TraceRow:
     :param grace_period: seconds a preempted job needs to checkpoint.
     :param user: owner.
     :param vc: virtual cluster (kept for analysis; ``JobSpec`` has no such field).
+    :param job_name: the trace's name of the job's template or script (``JobSpec.template``).
     :param line: the row's line in its file (header = line 1), for error messages; ``None`` for
         rows that come from no file. Not part of equality.
     """
@@ -144,6 +149,7 @@ class TraceRow:
     grace_period: float | None = None
     user: str | None = None
     vc: str | None = None
+    job_name: str | None = None
     line: int | None = field(default=None, compare=False)
 
 
@@ -158,6 +164,10 @@ GPU_TYPE = Names("GPU type", lambda: GPU_TYPES)
 MIXTURE_RULE = "must be WEIGHT:MU:SIGMA;... with WEIGHT in [0, 1], MU in [-50, 50] and SIGMA >= 0"
 MAX_JOBS = 1_000_000
 """The most jobs a synthetic workload draws (a larger one is a typo: it would take hours)."""
+MAX_USERS = 100_000
+MAX_TEMPLATES_PER_USER = 100
+"""The most users and templates per user a synthetic workload draws (more is a typo: at the
+largest, the ten million templates' arrays fill about a gigabyte)."""
 
 MAX_SECONDS = 10 * 365 * 86400.0
 """The longest duration and the latest submit time a trace may give: ten years. Beyond it a
@@ -365,6 +375,7 @@ def _parse_row(cells: _Cells, max_gpus_per_job: int | None, type_map: Mapping[st
         grace_period=grace,
         user=cells.text("user"),
         vc=cells.text("vc"),
+        job_name=cells.text("job_name"),
         line=cells.line,
     )
 
@@ -486,6 +497,7 @@ def write_trace(rows: Sequence[TraceRow], path: str | os.PathLike[str]) -> Path:
         "grace_period_s": [row.grace_period for row in rows],
         "user": [row.user for row in rows],
         "vc": [row.vc for row in rows],
+        "job_name": [row.job_name for row in rows],
     }
     present = [column for column in OPTIONAL_COLUMNS if any(v is not None for v in optional[column])]
     if "gpu_type" in present and any(row.gpu_types is None for row in rows):
@@ -612,7 +624,9 @@ def build_jobs(
 
     Per attribute, trace first, otherwise:
 
-    - ``model``: uniform over ``sampler.models``.
+    - ``model``: uniform over ``sampler.models``. Jobs of one template (rows with the same
+      ``user`` and ``job_name``) share the draw of the first of them in submit order: a template
+      is one model's script. Rows without a ``job_name`` each keep their own draw.
     - ``min_gpus``/``max_gpus``: if the row gives either, the range comes from the trace (the
       missing end is ``num_gpus``). Otherwise a job of an elastic model is elastic with
       probability ``elastic_fraction`` and gets ``[max(1, floor(n * min_ratio)),
@@ -626,6 +640,7 @@ def build_jobs(
     - ``deadline``: with probability ``deadline_fraction``,
       ``submit + U[deadline_slack] * duration``, else ``None``.
     - ``grace_period``: ``U[grace_period]``. ``priority``: 0. ``user``: ``""``.
+    - ``template``: the row's ``job_name``, else ``""`` (never sampled).
 
     :param rows: trace rows (from :func:`load_trace`, :func:`generate` or an adapter).
     :param sampler: how to fill in missing attributes.
@@ -645,10 +660,16 @@ def build_jobs(
     slack_lo, slack_hi = sampler.deadline_slack
     grace_lo, grace_hi = sampler.grace_period
 
+    template_models: dict[tuple[str | None, str], str] = {}
     jobs: list[JobSpec] = []
     for i, row in enumerate(ordered):
         n_gpus = row.num_gpus
-        model = row.model if row.model is not None else models[min(int(u_model[i] * len(models)), len(models) - 1)]
+        if row.model is not None:
+            model = row.model
+        else:
+            model = models[min(int(u_model[i] * len(models)), len(models) - 1)]
+            if row.job_name is not None:
+                model = template_models.setdefault((row.user, row.job_name), model)
 
         if row.min_gpus is not None or row.max_gpus is not None:
             lo = row.min_gpus if row.min_gpus is not None else n_gpus
@@ -701,6 +722,7 @@ def build_jobs(
                 deadline=deadline,
                 grace_period=grace,
                 user=row.user if row.user is not None else "",
+                template=row.job_name if row.job_name is not None else "",
             )
         )
     return jobs
@@ -771,8 +793,47 @@ class SyntheticWorkload(Settings):
     (the raw ITP trace holds no job shorter than ~600 s) and rounded to whole seconds as traces
     record them.
 
-    Rows carry only the trace columns a real trace of this kind has (id, submit, duration, GPUs);
-    :func:`build_jobs` samples the rest.
+    Rows carry only the trace columns a real trace of this kind has (id, submit, duration, GPUs,
+    and with recurrence on, user and job name); :func:`build_jobs` samples the rest.
+
+    Recurrence (``num_users > 0``; off by default: then none of its randomness is drawn and the
+    rows are exactly those of the generator without it, for every seed). In real traces a few
+    users submit most jobs, and jobs recur: a user resubmits the same script with the same
+    resources and a similar duration. Helios (Hu et al., SC'21) estimates a job's duration from
+    the earlier jobs of its user and job name (QSSF); Alibaba PAI (Weng et al., NSDI'22) tags
+    instances of similar scripts, parameters and data as one recurring group. The model:
+
+    - ``num_users`` users; user ``u`` (0 = the most active) submits a share of the jobs
+      proportional to ``(u + 1) ** -activity_exponent`` (Zipf). With 100 users and exponent 1,
+      the 5 most active submit 44% of the jobs and the 20 most active 69%.
+    - Each user owns ``templates_per_user`` templates, used in the same Zipf proportions. Each
+      job picks its user and template from these shares, independently of its arrival time, and
+      its row carries ``user = "u3"`` and ``job_name = "u3-t1"`` (user 3's second template).
+    - A template fixes the GPU count, drawn from ``gpu_demand``, and a duration level: a
+      component ``k`` of ``duration_mixture`` (drawn with its weight) and a standard normal
+      ``z``, drawn independently of the GPU count (as GPUs and durations are without templates).
+      A job of the template lasts ``exp(mu_k + sigma_k * (sqrt(rho) * z + sqrt(1 - rho) * e))``
+      seconds, ``e`` standard normal of its own: the template's duration
+      ``exp(mu_k + sigma_k sqrt(rho) z)`` times a noise ``exp(sigma_k sqrt(1 - rho) e)``. Over
+      template draws, a job's duration then has exactly the mixture's distribution, as without
+      templates, and its GPU count exactly ``gpu_demand``; so ``E[GPUs x duration]``, from which
+      the scenarios set the arrival rate for an offered load, is unchanged.
+    - ``template_r2`` is the share of the variance of ln(duration) (before clipping) that the
+      template explains: ``(Var(mu_K) + rho E[sigma_K^2]) / (Var(mu_K) + E[sigma_K^2])``, solved
+      for ``rho``. Below the share the components alone explain (``Var(mu_K) / total``: 0.117
+      for :data:`ITP_DURATION_MIXTURE`), ``rho`` is 0 and a job keeps its template's component
+      only with probability ``sqrt(template_r2 / that share)``, else draws its own. The default
+      0.6 is our assumption, not a published figure: durations of a recurring job are telling
+      but far from fixed (runs fail, are stopped early, change hyper-parameters); sweep it.
+
+    The templates' GPU counts and duration levels are placed by systematic sampling: templates
+    in a random order, each covering its share of the jobs on [0, 1), a random start, and each
+    template drawing at the middle of its interval (one placement for the GPU count, another,
+    independent one for the duration level). Each template's draw is still exactly as above,
+    but across one draw's templates the usage-weighted GPU mix and component mix are within the
+    largest template's share of the targets. A single seed's offered load still varies more
+    than without templates, since a few heavy templates carry many jobs; the marginals hold
+    closely only when no template carries much of the load (many users, a mild exponent).
 
     :param num_jobs: how many jobs (at most :data:`MAX_JOBS`).
     :param duration_days: spread the jobs over this many days instead of using the rate.
@@ -784,6 +845,11 @@ class SyntheticWorkload(Settings):
     :param min_duration_s: shortest duration.
     :param max_duration_s: longest duration (default 7 days; the ITP sample's longest is 5.8).
     :param name_prefix: job names are ``f"{name_prefix}{i}"``.
+    :param num_users: users submitting the jobs; 0 (default) turns recurrence off.
+    :param templates_per_user: templates each user owns (our choice: a few).
+    :param activity_exponent: Zipf exponent of users' activity and of each user's use of its
+        templates; 0 = all alike (our choice: 1, the classic Zipf law).
+    :param template_r2: share of the variance of ln(duration) the template explains, in [0, 1].
     """
 
     num_jobs: Annotated[int, Num(ge=1, le=MAX_JOBS)] = 2000
@@ -801,6 +867,10 @@ class SyntheticWorkload(Settings):
     min_duration_s: Annotated[float, Num(gt=0, le=MAX_SECONDS)] = 600.0
     max_duration_s: Annotated[float, Num(gt=0, le=MAX_SECONDS)] = 7 * 86400.0
     name_prefix: Annotated[str, Text()] = "syn-"
+    num_users: Annotated[int, Num(ge=0, le=MAX_USERS)] = 0
+    templates_per_user: Annotated[int, Num(ge=1, le=MAX_TEMPLATES_PER_USER)] = 5
+    activity_exponent: Annotated[float, Num(ge=0, le=10)] = 1.0
+    template_r2: Annotated[float, SHARE] = 0.6
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -854,40 +924,135 @@ def _arrivals(workload: SyntheticWorkload, rng: np.random.Generator) -> np.ndarr
     return np.concatenate(chunks)[:n]
 
 
+def _cdf(probabilities: Sequence[float] | np.ndarray) -> np.ndarray:
+    """The cumulative distribution of a categorical, normalised to end at exactly 1."""
+    cdf = np.cumsum(np.asarray(probabilities, dtype=np.float64))
+    cdf /= cdf[-1]
+    return cdf
+
+
+def _pick(cdf: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """The category of each uniform ``u`` under ``cdf``."""
+    return np.minimum(np.searchsorted(cdf, u, side="right"), len(cdf) - 1)
+
+
+def _zipf(k: int, exponent: float) -> np.ndarray:
+    """Shares proportional to ``rank ** -exponent`` over ranks 1..k."""
+    shares = np.arange(1, k + 1, dtype=np.float64) ** -exponent
+    return np.asarray(shares / shares.sum())
+
+
+def _placed(shares: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Systematic sampling: one point in [0, 1) per item, each uniform on its own, spread so that
+    the items in any interval [a, b) have a total share within about the largest share of b - a.
+
+    Items in a random order cover consecutive intervals of their shares; each gets its
+    interval's middle, all shifted by one random start (mod 1)."""
+    order = rng.permutation(shares.size)
+    ordered = shares[order]
+    points = np.empty_like(shares)
+    points[order] = (np.cumsum(ordered) - ordered / 2.0 + rng.random()) % 1.0
+    return points
+
+
+def _template_split(weights: np.ndarray, mus: np.ndarray, sigmas: np.ndarray, r2: float) -> tuple[float, float]:
+    """(probability a job keeps its template's component, rho) giving a template share ``r2`` of
+    the variance of ln(duration); see :class:`SyntheticWorkload`."""
+    w = weights / weights.sum()
+    mean = float(w @ mus)
+    between = float(w @ (mus - mean) ** 2)
+    within = float(w @ sigmas**2)
+    total = between + within
+    if total == 0.0:  # every duration is the same: nothing to explain
+        return 1.0, 0.0
+    floor = between / total
+    if r2 >= floor:
+        rho = (r2 * total - between) / within if within > 0.0 else 0.0
+        return 1.0, min(max(rho, 0.0), 1.0)
+    return math.sqrt(r2 / floor), 0.0
+
+
+def _recurring(
+    workload: SyntheticWorkload,
+    rng: np.random.Generator,
+    gpu_values: np.ndarray,
+    gpu_cdf: np.ndarray,
+    mixture: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(GPUs, ln duration, template index) per job, with recurrence (:class:`SyntheticWorkload`).
+
+    Template ``u * templates_per_user + j`` is user ``u``'s template ``j``. Draws, in order: the
+    GPU placement (a permutation, a uniform), the duration placement (the same), then per job a
+    uniform for its template, a uniform for keeping the template's component, a uniform for its
+    own component and a standard normal."""
+    from scipy.special import ndtri  # only here: importing scipy.special takes most of a second
+
+    n = workload.num_jobs
+    weights, mus, sigmas, comp_cdf = mixture
+    per_user = workload.templates_per_user
+    shares = np.outer(
+        _zipf(workload.num_users, workload.activity_exponent), _zipf(per_user, workload.activity_exponent)
+    )
+    shares = shares.ravel()
+
+    template_gpus = gpu_values[_pick(gpu_cdf, _placed(shares, rng))]
+    level = _placed(shares, rng)
+    template_comp = _pick(comp_cdf, level)
+    below = np.concatenate(([0.0], comp_cdf[:-1]))[template_comp]
+    within = (level - below) / (comp_cdf[template_comp] - below)
+    tiny = np.finfo(np.float64).eps
+    template_z = ndtri(np.clip(within, tiny, 1.0 - tiny))
+
+    template = _pick(_cdf(shares), rng.random(n))
+    keep = rng.random(n)
+    own = _pick(comp_cdf, rng.random(n))
+    noise = rng.standard_normal(n)
+    stick, rho = _template_split(weights, mus, sigmas, workload.template_r2)
+    comp = np.where(keep < stick, template_comp[template], own)
+    z = math.sqrt(rho) * template_z[template] + math.sqrt(1.0 - rho) * noise
+    return template_gpus[template], mus[comp] + sigmas[comp] * z, template
+
+
 def generate(workload: SyntheticWorkload, rng: np.random.Generator) -> list[TraceRow]:
     """Draw a synthetic trace (see :class:`SyntheticWorkload` for the distributions).
 
-    Draw order, fixed: arrival times, then GPU counts (one uniform per job), then duration
-    components (one uniform per job), then one standard normal per job. Same workload and seed
-    give the same rows.
+    Draw order, fixed: arrival times; then, without recurrence (``num_users == 0``), GPU counts
+    (one uniform per job), duration components (one uniform per job) and one standard normal per
+    job; with recurrence, the templates' and the jobs' draws that :func:`_recurring` lists. Same
+    workload and seed give the same rows, and the arrival times do not depend on recurrence.
 
     :param workload: what to draw.
     :param rng: the only source of randomness.
     :return: ``workload.num_jobs`` rows sorted by submit time, with ids, submit times, durations
-        and GPU counts only.
+        and GPU counts only, and with recurrence on, users and job names.
     """
     n = workload.num_jobs
     submit = _arrivals(workload, rng)
 
     gpu_values = np.array([g for g, _ in workload.gpu_demand], dtype=np.int64)
-    gpu_cdf = np.cumsum([p for _, p in workload.gpu_demand])
-    gpu_cdf /= gpu_cdf[-1]
-    gpu_idx = np.minimum(np.searchsorted(gpu_cdf, rng.random(n), side="right"), len(gpu_values) - 1)
-    gpus = gpu_values[gpu_idx]
-
+    gpu_cdf = _cdf([p for _, p in workload.gpu_demand])
     weights = np.array([w for w, _, _ in workload.duration_mixture])
     mus = np.array([m for _, m, _ in workload.duration_mixture])
     sigmas = np.array([s for _, _, s in workload.duration_mixture])
-    comp_cdf = np.cumsum(weights)
-    comp_cdf /= comp_cdf[-1]
-    comp = np.minimum(np.searchsorted(comp_cdf, rng.random(n), side="right"), len(weights) - 1)
-    log_d = mus[comp] + sigmas[comp] * rng.standard_normal(n)
+    comp_cdf = _cdf(weights)
+
+    template: np.ndarray | None = None
+    if workload.num_users == 0:
+        gpus = gpu_values[_pick(gpu_cdf, rng.random(n))]
+        comp = _pick(comp_cdf, rng.random(n))
+        log_d = mus[comp] + sigmas[comp] * rng.standard_normal(n)
+    else:
+        gpus, log_d, template = _recurring(workload, rng, gpu_values, gpu_cdf, (weights, mus, sigmas, comp_cdf))
     duration = np.maximum(np.round(np.clip(np.exp(log_d), workload.min_duration_s, workload.max_duration_s)), 1.0)
 
     prefix = workload.name_prefix
+    triples = zip(submit.tolist(), duration.tolist(), gpus.tolist(), strict=True)
+    if template is None:
+        return [TraceRow(f"{prefix}{i}", s, d, g) for i, (s, d, g) in enumerate(triples)]
+    per_user = workload.templates_per_user
     return [
-        TraceRow(f"{prefix}{i}", s, d, g)
-        for i, (s, d, g) in enumerate(zip(submit.tolist(), duration.tolist(), gpus.tolist(), strict=True))
+        TraceRow(f"{prefix}{i}", s, d, g, user=f"u{t // per_user}", job_name=f"u{t // per_user}-t{t % per_user}")
+        for i, ((s, d, g), t) in enumerate(zip(triples, template.tolist(), strict=True))
     ]
 
 
