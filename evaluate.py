@@ -53,7 +53,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--policies", default="fifo,sjf,tiresias", help="comma-separated policy names and ppo:RUN_DIR")
     p.add_argument("--scenarios", "--scenario", dest="scenarios", default=None, help="scenario names (see --list)")
-    p.add_argument("--seeds", default="0", help="e.g. 0,1,2 or 0-9 or 0-4,10")
+    p.add_argument(
+        "--seeds",
+        default="0",
+        help=f"e.g. 0,1,2 or 0-9 or 0-4,10 (seeds from 0; a sweep holds at most {ev.MAX_TASKS:,} tasks)",
+    )
     p.add_argument("--trace", default=None, help="replay this CSV trace (our schema); implies the trace scenario")
     p.add_argument(
         "--set",
@@ -113,56 +117,77 @@ def main(argv: list[str] | None = None) -> int:
         console.print("policies: " + ", ".join(registry.names()) + ", ppo:RUN_DIR")
         console.print("scenarios: " + ", ".join(scenarios.names()))
         return 0
-    try:
-        tasks, reference = plan(args)
-    except (ConfigError, TraceError, InferenceConfigError) as e:
-        console.print(f"[red]error:[/red] {e}", highlight=False)
-        return 2
-
     out = Path(args.out) if args.out else None
-    agents = list(dict.fromkeys(t.agent for t in tasks if t.agent is not None))
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=console,
-        transient=True,
-    ) as bar:
-        job = bar.add_task("tasks", total=len(tasks))
-        try:
-            done = ev.sweep(
-                tasks,
-                out,
-                on_done=lambda r: bar.advance(job),
-                backend=args.backend,
-                workers=args.workers,
-                address=args.address,
-                models=trained.model_bytes(agents),
+    saved = 0  # tasks whose file is under out/tasks
+    tasks: list[ev.Task] = []
+    try:
+        with ev.interrupts():  # SIGTERM stops the sweep as Ctrl-C does; a second one stops it at once
+            try:
+                tasks, reference = plan(args)
+                ev.check_size(tasks)
+                if out is not None:
+                    ev.check_out(out)
+            except (ConfigError, TraceError, InferenceConfigError) as e:
+                console.print(f"[red]error:[/red] {e}", highlight=False)
+                return 2
+
+            agents = list(dict.fromkeys(t.agent for t in tasks if t.agent is not None))
+            with Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                TimeRemainingColumn(),
+                console=console,
+                transient=True,
+            ) as bar:
+                job = bar.add_task("tasks", total=len(tasks))
+
+                def on_done(r: ev.TaskResult) -> None:
+                    nonlocal saved
+                    saved += 1
+                    bar.advance(job)
+
+                try:
+                    done = ev.sweep(
+                        tasks,
+                        out,
+                        on_done=on_done,
+                        backend=args.backend,
+                        workers=args.workers,
+                        address=args.address,
+                        models=trained.model_bytes(agents),
+                    )
+                except ConfigError as e:  # found only when the sweep starts: an unreachable --address
+                    console.print(f"[red]error:[/red] {e}", highlight=False)
+                    return 2
+            if done.reused:
+                console.print(f"reused {done.reused} of {len(tasks)} task results from {out / 'tasks' if out else ''}")
+
+            command = ["evaluate.py", *(argv if argv is not None else sys.argv[1:])]
+            if out is None:
+                print_table(console, ev.results_document(done.results, command, reference), reference, args.seeds)
+                return 0
+            from agents import plots
+
+            doc = ev.write_results(out, done.results, command, reference)
+            print_table(console, doc, reference, args.seeds)
+            pngs = plots.write_plots(done.results, out / "plots")
+            plots.write_tensorboard(ev.aggregate(done.results), pngs, out / "tb")
+            console.print(f"wrote {out}/results.json, results.csv, aggregates.csv, plots/ and tb/", highlight=False)
+            return 0
+    except KeyboardInterrupt:
+        if not tasks:
+            line = "interrupted before any task ran"
+        elif out is None:
+            line = "interrupted; without --out no task result is kept"
+        else:
+            line = (
+                f"interrupted; {saved} of {len(tasks)} task results are saved in {out / 'tasks'}: "
+                "rerun the same command with the same --out to resume"
             )
-        except KeyboardInterrupt:
-            saved = f"; finished tasks are saved in {out / 'tasks'}: rerun the same command to resume" if out else ""
-            console.print(f"interrupted{saved}", highlight=False)
-            return 130
-        except ConfigError as e:  # found only when the sweep starts: an unreachable --address
-            console.print(f"[red]error:[/red] {e}", highlight=False)
-            return 2
-    if done.reused:
-        console.print(f"reused {done.reused} of {len(tasks)} task results from {out / 'tasks' if out else ''}")
-
-    command = ["evaluate.py", *(argv if argv is not None else sys.argv[1:])]
-    if out is None:
-        print_table(console, ev.results_document(done.results, command, reference), reference, args.seeds)
-        return 0
-    from agents import plots
-
-    doc = ev.write_results(out, done.results, command, reference)
-    print_table(console, doc, reference, args.seeds)
-    pngs = plots.write_plots(done.results, out / "plots")
-    plots.write_tensorboard(ev.aggregate(done.results), pngs, out / "tb")
-    console.print(f"wrote {out}/results.json, results.csv, aggregates.csv, plots/ and tb/", highlight=False)
-    return 0
+        console.print(line, highlight=False, soft_wrap=True)  # one line, however long
+        return 130
 
 
 def print_table(console: Console, doc: dict, reference: str, seeds: str) -> None:

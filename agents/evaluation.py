@@ -33,6 +33,7 @@ and ratios to a reference policy (:func:`ratios`). Plots and TensorBoard: :mod:`
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import io
@@ -40,14 +41,19 @@ import itertools
 import json
 import logging
 import math
+import multiprocessing
 import os
 import platform
 import re
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+import signal
+import tempfile
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import FrameType
+from typing import Any, NoReturn
 
 import numpy as np
 from scipy import stats
@@ -132,23 +138,59 @@ def split_sets(sets: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]
 
 
 def parse_seeds(text: str) -> list[int]:
-    """``"0,1,2"`` or ``"0-4"`` or a mix: ``"0-2,7"`` (duplicates dropped, order kept)."""
-    seeds: list[int] = []
+    """``"0,1,2"`` or ``"0-4"`` or a mix: ``"0-2,7"`` (duplicates dropped, order kept). A seed is an
+    integer from 0 up (numpy's ``SeedSequence`` takes no negative one); a sweep names at most
+    :data:`MAX_TASKS` of them (checked before the list is built)."""
+    ranges: list[range] = []
     for part in text.split(","):
         part = part.strip()
         if not part:
             continue
-        try:
-            if "-" in part[1:]:
-                lo, hi = part.split("-", 1) if not part.startswith("-") else (part, "")
-                seeds.extend(range(int(lo), int(hi) + 1))
-            else:
-                seeds.append(int(part))
-        except ValueError:
-            raise ConfigError(f"--seeds expects integers like 0,1,2 or 0-4, got '{text}'.") from None
-    if not seeds:
+        m = _SEED_RANGE.fullmatch(part)
+        if m is None:
+            raise ConfigError(f"--seeds expects integers like 0,1,2 or 0-4, got '{text}'.")
+        lo = int(m[1])
+        hi = int(m[2]) if m[2] is not None else lo
+        if lo < 0 or hi < 0:
+            raise ConfigError(
+                f"--seeds {part}: seeds are integers from 0 up (numpy's SeedSequence takes none below 0)."
+            )
+        if hi < lo:
+            raise ConfigError(f"--seeds {part}: a range runs from its low seed to its high one, e.g. {hi}-{lo}.")
+        ranges.append(range(lo, hi + 1))
+    if not ranges:
         raise ConfigError(f"--seeds names no seed: '{text}'.")
-    return list(dict.fromkeys(seeds))
+    n = _distinct(ranges)
+    if n > MAX_TASKS:
+        raise ConfigError(f"--seeds {text} names {n:,} seeds, more than the {MAX_TASKS:,} tasks a sweep may hold.")
+    return list(dict.fromkeys(itertools.chain.from_iterable(ranges)))
+
+
+#: ``12`` or ``3-7`` (signed, so that a negative seed gets its own sentence; spaces around the dash)
+_SEED_RANGE = re.compile(r"(-?[0-9]+)(?:\s*-\s*(-?[0-9]+))?")
+
+#: the most tasks (policies x scenarios x settings x seeds) one sweep may hold: a typo such as
+#: ``--seeds 0-99999999999`` is refused with a sentence instead of filling the memory
+MAX_TASKS = 100_000
+
+
+def _distinct(ranges: Sequence[range]) -> int:
+    """How many integers the (possibly overlapping) ranges cover together."""
+    n, end = 0, -1
+    for r in sorted(ranges, key=lambda r: r.start):
+        lo = max(r.start, end + 1)
+        n += max(0, r.stop - lo)
+        end = max(end, r.stop - 1)
+    return n
+
+
+def check_size(tasks: Sequence[Task]) -> None:
+    """Raise the user's error if the sweep holds more than :data:`MAX_TASKS` tasks."""
+    if len(tasks) > MAX_TASKS:
+        raise ConfigError(
+            f"the sweep holds {len(tasks):,} tasks (policies x scenarios x settings x seeds), more than the "
+            f"{MAX_TASKS:,} one command may run; split it over several commands."
+        )
 
 
 def parse_grid(items: Sequence[str]) -> list[dict[str, str]]:
@@ -294,7 +336,12 @@ def execute(
 ) -> list[TaskResult]:
     """Run every task; results in task order. ``backend``: ``local`` (inline when ``workers`` is
     1, else a process pool) or ``ray`` (Ray tasks on the cluster at ``address``, or on a local
-    instance with ``workers`` CPUs that is started and shut down here)."""
+    instance with ``workers`` CPUs that is started and shut down here).
+
+    ``on_done`` sees each result as it arrives. An exception here (a KeyboardInterrupt, a failed
+    task) stops the sweep at once: the queued tasks are cancelled and the running ones abandoned
+    (the pool's workers are terminated; Ray's tasks cancelled, the local instance shut down),
+    after ``on_done`` has seen every result that had already arrived; then it propagates."""
     index = {t: i for i, t in enumerate(tasks)}
     results: list[TaskResult | None] = [None] * len(tasks)
 
@@ -311,11 +358,60 @@ def execute(
         for t in tasks:
             done(run_task(t, models))
     else:
-        with ProcessPoolExecutor(max_workers=min(workers, len(tasks))) as pool:
-            futures = [pool.submit(run_task, t, models) for t in tasks]
-            for fut in as_completed(futures):
-                done(fut.result())
+        _run_pool(tasks, workers, done, models)
     return [r for r in results if r is not None]
+
+
+#: seconds a terminated pool worker gets to exit before it is killed
+STOP_S = 5.0
+
+_STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+
+def _run_pool(tasks: Sequence[Task], workers: int, done: Callable[[TaskResult], None], models: Models | None) -> None:
+    """The tasks in a local process pool. Its workers leave interrupts to this process: a Ctrl-C
+    at the terminal reaches the whole process group, and only the parent acts on it."""
+    pool = ProcessPoolExecutor(max_workers=min(workers, len(tasks)), initializer=_pool_worker)
+    futures = []
+    reported: set[Future[TaskResult]] = set()
+    try:
+        # workers are forked here: blocked, a stop signal cannot reach one before it ignores it
+        signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+        try:
+            futures = [pool.submit(run_task, t, models) for t in tasks]
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+        for fut in as_completed(futures):
+            reported.add(fut)
+            done(fut.result())
+    except BaseException:
+        _stop_pool(pool)
+        for fut in futures:  # results that arrived while the interrupted one was handled
+            if fut not in reported and fut.done() and not fut.cancelled() and fut.exception() is None:
+                done(fut.result())
+        raise
+    pool.shutdown()
+
+
+def _pool_worker() -> None:
+    """A pool worker's start: SIGINT ignored, SIGTERM (the parent's stop) ends it quietly."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+
+
+def _stop_pool(pool: ProcessPoolExecutor) -> None:
+    """Cancel the queued tasks and end the workers now (their running tasks are lost): terminate,
+    then kill what is still there after :data:`STOP_S` seconds."""
+    procs = list((pool._processes or {}).values())  # no public way before Python 3.14's terminate_workers()
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        p.join(STOP_S)
+        if p.is_alive():
+            p.kill()
+            p.join()
 
 
 def require_ray() -> None:
@@ -337,13 +433,19 @@ def _run_ray(
         kw: dict[str, Any] = dict(
             log_to_driver=False, logging_level=logging.WARNING, runtime_env={"env_vars": {"PYTHONPATH": path}}
         )
-        if address:
-            try:
-                ray.init(address=address, **kw)
-            except ConnectionError as e:
-                raise ConfigError(f"--address {address}: could not join the Ray cluster there ({e}).") from None
-        else:
-            ray.init(num_cpus=max(1, workers), include_dashboard=False, **kw)
+        sigterm = signal.getsignal(signal.SIGTERM)
+        try:
+            if address:
+                try:
+                    ray.init(address=address, **kw)
+                except ConnectionError as e:
+                    raise ConfigError(f"--address {address}: could not join the Ray cluster there ({e}).") from None
+            else:
+                ray.init(num_cpus=max(1, workers), include_dashboard=False, **kw)
+        finally:  # ray.init makes SIGTERM a sys.exit(15); the caller's handler stays (see interrupts())
+            if sigterm is not None and threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGTERM, sigterm)
+    pending: list[Any] = []
     try:
         remote: Any = ray.remote(num_cpus=1)(run_task)
         ref = ray.put(dict(models or {}))
@@ -352,6 +454,18 @@ def _run_ray(
             ready, pending = ray.wait(pending, num_returns=1)
             for r in ready:
                 done(ray.get(r))
+    except BaseException:
+        if pending:  # keep what has arrived, cancel the rest
+            ready, pending = ray.wait(pending, num_returns=len(pending), timeout=0)
+            for r in pending:
+                ray.cancel(r, force=True)
+            for r in ready:
+                try:
+                    result = ray.get(r, timeout=0)
+                except Exception:  # a failed task: its error is not the one being raised
+                    continue
+                done(result)
+        raise
     finally:
         if started:
             ray.shutdown()
@@ -372,7 +486,9 @@ def sweep(
     **run: Any,
 ) -> Sweep:
     """Run the tasks that have no task file under ``out/tasks`` (all if ``out`` is None), saving
-    each one's file as soon as it finishes; ``run``: arguments of :func:`execute`."""
+    each one's file as soon as it finishes; ``run``: arguments of :func:`execute`. Interrupted
+    (see :func:`execute`), it leaves the file of every task that finished, and a rerun with the
+    same ``out`` resumes from them."""
     have: dict[Task, TaskResult] = {}
     if out is not None:
         for t in tasks:
@@ -392,6 +508,58 @@ def sweep(
     for r in execute(todo, on_done=finished, **run):
         have[r.task] = r
     return Sweep([have[t] for t in tasks], len(tasks) - len(todo))
+
+
+def check_out(out: Path) -> None:
+    """Raise the user's error if ``out`` (and its ``tasks/`` folder) cannot be created or written.
+    Leaves the file system as it found it (the folders it made to find out are removed)."""
+    folder = out / "tasks"
+    missing = [p for p in (folder, *folder.parents) if not p.exists()]  # deepest first
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".probe.", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise ConfigError(
+            f"--out {out}: cannot create or write the results folder there ({e.strerror or e})."
+        ) from None
+    finally:
+        for p in missing:
+            with contextlib.suppress(OSError):
+                p.rmdir()
+
+
+@contextlib.contextmanager
+def interrupts() -> Iterator[None]:
+    """Inside, SIGTERM raises KeyboardInterrupt, as a first Ctrl-C does: both stop a sweep the
+    same way (:func:`execute`). Once one has arrived, the next SIGINT or SIGTERM ends the process
+    at once with exit status 130, killing its worker processes, whatever the cleanup is doing
+    (task files are written atomically: none is left half-written). The previous handlers come
+    back only if no interrupt arrived. Main thread only."""
+    hit = False
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        nonlocal hit
+        if hit:
+            _exit_now()
+        hit = True
+        raise KeyboardInterrupt
+
+    previous = {s: signal.signal(s, handler) for s in _STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        if not hit:
+            for s, h in previous.items():
+                signal.signal(s, h)
+
+
+def _exit_now() -> NoReturn:
+    for p in multiprocessing.active_children():  # the pool's workers; Ray's processes share the driver's fate
+        p.kill()
+    os.write(2, b"interrupted again: stopped at once\n")
+    os._exit(130)
 
 
 # ---------------------------------------------------------------------------------------------- task files

@@ -1,7 +1,9 @@
-"""What the two single-agent envs share: episode seeding, the step's checks and its 5-tuple."""
+"""What the two single-agent envs share: episode seeding, the step's checks and its 5-tuple, and
+copies (pickle, deepcopy) that continue exactly where the original is."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import gymnasium as gym
@@ -12,13 +14,54 @@ from envs.obs import OBS_VERSION, Encoder
 
 
 class InvalidAction(ValueError):
-    """An action the mask forbids."""
+    """An action the env cannot take: not an integer, or one the mask forbids."""
+
+
+def action_index(action: Any) -> int:
+    """``action`` as an int. Accepted is what ``gymnasium.spaces.Discrete.contains`` accepts: a
+    Python int, a numpy integer, a 0-d integer array. Anything else raises :class:`InvalidAction`:
+    a float (even 2.0), a bool, an array of another shape or dtype."""
+    if isinstance(action, (int, np.integer)) and not isinstance(action, bool):
+        return int(action)
+    if isinstance(action, np.ndarray) and action.shape == () and np.issubdtype(action.dtype, np.integer):
+        return int(action)
+    what = f"an array of shape {action.shape} and dtype {action.dtype}" if isinstance(action, np.ndarray) else None
+    raise InvalidAction(
+        f"step() takes an integer action (an int, a numpy integer or a 0-d integer array), "
+        f"got {what or f'{action!r} ({type(action).__name__})'}."
+    )
+
+
+class _Walk(Iterator[int]):
+    """A ranking being walked over several steps: the lazy generator an ``Ordering`` returns
+    reads the simulator as it goes, as ComposedScheduler walks it, and cannot be pickled. A copy
+    stands in for it until the env that holds it rebuilds it by replay (:meth:`CoreEnv.__setstate__`);
+    used before that, it raises."""
+
+    def __init__(self, ranking: Iterable[int] | None) -> None:
+        self._it = iter(ranking) if ranking is not None else None
+
+    def __next__(self) -> int:
+        if self._it is None:
+            raise RuntimeError("a ranking walked in an env goes on only in a copy of the whole env (which replays)")
+        return next(self._it)
+
+    def __reduce__(self) -> tuple[type[_Walk], tuple[None]]:
+        return _Walk, (None,)
 
 
 class CoreEnv(gym.Env[np.ndarray, np.int64]):
     """A Gymnasium env over one :class:`~envs.core.Core`. Subclasses set ``action_space``,
     ``observation_space`` and ``_mask`` and implement :meth:`_begin`, :meth:`_act` and
-    :meth:`_observe`."""
+    :meth:`_observe`.
+
+    A copy (``pickle``, ``copy.deepcopy``) continues exactly as the original would. Where the env
+    walks a ranking over several steps (:meth:`_walk`), the copy rebuilds its episode: the same
+    scenario seed and the same calls in the same order (``_history``: the actions, and whatever
+    else changes the episode, e.g. an ordering expert's walk), which the simulator's determinism
+    makes bit for bit. That costs a replay of the episode so far; without a walk the copy is a
+    plain one. An ``Ordering`` object given to the env must then rank from what the view shows
+    (and its own per-episode state), as the heuristics and agents here do."""
 
     metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012
 
@@ -29,6 +72,8 @@ class CoreEnv(gym.Env[np.ndarray, np.int64]):
         self.obs_version = OBS_VERSION
         self._obs_size = 0
         self._mask = np.zeros(1, dtype=bool)
+        self._history: list[Any] = []  # this episode's calls, in order, for a copy to replay
+        self._walked = False  # whether this episode walked a ranking (then a copy replays)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
         """Draw the episode's scenario seed from ``config.seeds`` (or take
@@ -39,22 +84,19 @@ class CoreEnv(gym.Env[np.ndarray, np.int64]):
         else:
             lo, hi = self.config.seeds
             scenario_seed = int(self.np_random.integers(lo, hi))
-        self.core.reset(scenario_seed)
-        self.encoder.reset()
-        self._begin()
+        self._start(scenario_seed)
         return self._get_obs(), self._get_info()
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
-        a = int(action)
+        a = action_index(action)
         if self.core.done:
             raise RuntimeError("the episode has ended: call reset()")
         if not 0 <= a < len(self._mask) or not self._mask[a]:
             raise InvalidAction(f"action {a} is not allowed now: {self._valid_text()}")
-        self._act(a)
-        reward = self.core.reward()
+        obs, reward = self._transition(a)
         terminated = self.core.done and not self.core.truncated
         truncated = self.core.done and self.core.truncated
-        return self._get_obs(), reward, terminated, truncated, self._get_info()
+        return obs, reward, terminated, truncated, self._get_info()
 
     def action_masks(self) -> np.ndarray:
         return self._mask.copy()
@@ -69,6 +111,39 @@ class CoreEnv(gym.Env[np.ndarray, np.int64]):
         if self.core.done:
             info["metrics"] = self.core.metrics
         return info
+
+    # ------------------------------------------------------------------ episode and its replay
+    def _start(self, scenario_seed: int) -> None:
+        self.core.reset(scenario_seed)
+        self.encoder.reset()
+        self._history = []
+        self._walked = False
+        self._begin()
+
+    def _transition(self, action: int) -> tuple[np.ndarray, float]:
+        """A valid action carried out: the next observation and the reward."""
+        self._history.append(action)
+        self._act(action)
+        reward = self.core.reward()
+        return self._get_obs(), reward
+
+    def _walk(self, ranking: Iterable[int]) -> Iterator[int]:
+        """``ranking`` to walk over several steps (see :class:`_Walk`); a copy of the env replays."""
+        self._walked = True
+        return _Walk(ranking)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if self.core.engine is not None and not self.core.done and self._walked:
+            history = self._history
+            self._start(self.core.seed)
+            self._get_obs()
+            for event in history:
+                self._redo(event)
+
+    def _redo(self, event: Any) -> None:
+        """Replay one entry of ``_history`` (an action; subclasses add their own kinds)."""
+        self._transition(event)
 
     # ------------------------------------------------------------------ for subclasses
     def _begin(self) -> None:

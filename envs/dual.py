@@ -9,7 +9,7 @@ import numpy as np
 from pettingzoo import AECEnv
 from pettingzoo.utils import AgentSelector
 
-from envs.base import InvalidAction
+from envs.base import InvalidAction, action_index
 from envs.core import Core, CoreConfig
 from envs.obs import CLUSTER_FEATURES, JOB_FEATURES, SERVER_FEATURES, Encoder
 from envs.sim.scenarios.base import servers_of
@@ -118,7 +118,7 @@ class DualEnv(AECEnv):
         if self.terminations[agent] or self.truncations[agent]:
             self._was_dead_step(action)
             return
-        a = int(action)
+        a = action_index(action)
         self._cumulative_rewards[agent] = 0.0
         if agent == ORDERING:
             mask = self._ordering_mask()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -9,6 +11,7 @@ from gymnasium import spaces
 
 from envs.base import CoreEnv
 from envs.obs import CLUSTER_FEATURES, JOB_FEATURES
+from envs.sim.policy import ClusterView, Ordering
 from envs.spaces import MaskedDiscrete
 
 
@@ -19,7 +22,9 @@ class OrderingEnv(CoreEnv):
     scenario by name). At every decision point the agent picks which waiting job starts next;
     a heuristic placement component puts it on servers, and heuristic scaling / reclaim
     components handle elastic jobs and the loans (by name, Aryl's by default). Decision points
-    where no visible job can start are skipped.
+    where no visible job can start are skipped. A copy (``pickle``, ``copy.deepcopy``) goes on
+    exactly as the original does (after ``expert_action`` it replays the episode so far: see
+    ``envs.base.CoreEnv``).
 
     ## Action Space
     ``Discrete(K + 1)``: ``i < K`` starts the job in slot ``i``; ``K`` ("advance") starts nothing
@@ -66,7 +71,8 @@ class OrderingEnv(CoreEnv):
     valid unless the cluster is idle (no job holds GPUs) while a visible job can start: waiting
     there changes nothing until the next arrival, and a deterministic agent that prefers it
     idles until the simulator's stall guard ends the episode with jobs unfinished. An action
-    outside the mask raises ``InvalidAction``.
+    outside the mask, or one that is not an integer (``step(0.5)``, ``step(True)``), raises
+    ``InvalidAction``.
 
     ## Rewards
     By name (``reward=``): ``jct`` (default) is -(jobs in the system x elapsed hours) / jobs
@@ -103,8 +109,10 @@ class OrderingEnv(CoreEnv):
         self._visible: list[int] = []
         self._fits: list[bool] = []
         self._mask = np.zeros(max_jobs + 1, dtype=bool)
+        self._experts: dict[str, _WalkedOrdering] = {}
 
     def _begin(self) -> None:
+        self._experts = {}
         self._to_choice()
 
     def _act(self, a: int) -> None:
@@ -137,5 +145,34 @@ class OrderingEnv(CoreEnv):
         that cannot start). The expert is this episode's instance of the heuristic, shared with
         the components of the same name. Jobs beyond the K slots are invisible to the expert too,
         so it equals the heuristic exactly while no more than K jobs wait."""
-        job = self.core.expert_job(self.core.heuristic(policy).ordering, self._visible)
+        job = self.core.expert_job(self._walked_ordering(policy), self._visible)
+        self._history.append(policy)  # its walk may move heuristic state shared with the components
         return self.slots if job is None else self._visible.index(job)
+
+    def _walked_ordering(self, policy: str) -> _WalkedOrdering:
+        """This episode's ordering of heuristic ``policy``, its rankings walked by :meth:`_walk`
+        (one object per name and episode: the core keeps an expert's walk by its identity)."""
+        if policy not in self._experts:
+            self._experts[policy] = _WalkedOrdering(self.core.heuristic(policy).ordering, self._walk)
+        return self._experts[policy]
+
+    def _redo(self, event: Any) -> None:
+        if isinstance(event, str):
+            self.expert_action(event)
+        else:
+            super()._redo(event)
+
+
+@dataclass
+class _WalkedOrdering:
+    """An ``Ordering`` whose rankings are walked by the env's :meth:`~envs.base.CoreEnv._walk`."""
+
+    ordering: Ordering
+    walk: Callable[[Iterable[int]], Iterator[int]]
+    blocking: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.blocking = self.ordering.blocking
+
+    def rank(self, view: ClusterView) -> Iterator[int]:
+        return self.walk(self.ordering.rank(view))

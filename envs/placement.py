@@ -24,7 +24,8 @@ class PlacementEnv(CoreEnv):
     of the job's remaining workers as fit go on the chosen server; the job starts once all its
     base workers are placed (its gang size is what the placement heuristic would give, e.g. the
     base demand of an elastic job under Aryl). Steps with a single valid server are taken
-    automatically.
+    automatically. A copy (``pickle``, ``copy.deepcopy``), after reset or mid-episode, goes on
+    exactly as the original does (it replays the episode so far: see ``envs.base.CoreEnv``).
 
     ## Action Space
     ``Discrete(S)``: a server id (S = servers of the scenario, training and inference).
@@ -57,7 +58,8 @@ class PlacementEnv(CoreEnv):
     ``action_masks()`` and ``info["action_mask"]``: placeable servers with free GPUs of a type
     the job allows; after the first choice, only servers of the same type (one type per job);
     the first choice only among types whose free GPUs hold the whole gang. Never all zero while
-    the episode runs. An action outside the mask raises ``InvalidAction``.
+    the episode runs. An action outside the mask, or one that is not an integer (``step(0.5)``,
+    ``step(True)``), raises ``InvalidAction``.
 
     ## Rewards
     As in the ordering env (shared objective; ``reward=`` by name).
@@ -89,7 +91,7 @@ class PlacementEnv(CoreEnv):
     def _begin(self) -> None:
         spec = self.ordering_spec
         self.ordering = self.core.heuristic(spec).ordering if isinstance(spec, str) else spec
-        self._rank: Iterator[int] = iter(self.ordering.rank(self.core.view))
+        self._rank: Iterator[int] = self._walk(self.ordering.rank(self.core.view))
         self._placing = False
         self._to_choice()
 
@@ -112,7 +114,7 @@ class PlacementEnv(CoreEnv):
         while not self.core.done:
             if not self._placing and not self._next_job():
                 self.core.advance()
-                self._rank = iter(self.ordering.rank(self.core.view))
+                self._rank = self._walk(self.ordering.rank(self.core.view))
                 continue
             mask = self.core.placement_mask()
             if mask.sum() > 1:

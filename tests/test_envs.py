@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import copy
+import pickle
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -213,3 +216,150 @@ def test_placement_observation_says_where_the_rest_of_the_gang_fits():
         if te or tr:
             break
     assert steps >= 30
+
+
+# ---------------------------------------------------------------------------------------------- copies
+def _same_step(a: tuple, b: tuple) -> None:
+    """Two step() (or reset()) results are identical, the info's arrays and metrics included."""
+    (oa, *ra, ia), (ob, *rb, ib) = a, b
+    np.testing.assert_array_equal(oa, ob)
+    assert ra == rb
+    assert ia.keys() == ib.keys()
+    np.testing.assert_array_equal(ia["action_mask"], ib["action_mask"])
+    ma = {k: v for k, v in (ia.get("metrics") or {}).items() if k not in TIMING_KEYS}
+    assert ma == {k: v for k, v in (ib.get("metrics") or {}).items() if k not in TIMING_KEYS}
+
+
+def _episode(env, seed: int, expert: str | None) -> list[int]:
+    """The actions of one episode: ``expert``'s action where given and valid (so that its walk
+    goes on from one step to the next), else random masked ones."""
+    env.reset(seed=seed)
+    rng = np.random.default_rng(seed)
+    actions: list[int] = []
+    while True:
+        mask = env.action_masks()
+        a = env.expert_action(expert) if expert is not None else -1
+        actions.append(a if a >= 0 and mask[a] else int(rng.choice(np.flatnonzero(mask))))
+        _, _, te, tr, _ = env.step(actions[-1])
+        if te or tr:
+            return actions
+
+
+COPIES = {"pickle": lambda e: pickle.loads(pickle.dumps(e)), "deepcopy": copy.deepcopy}
+
+
+@pytest.mark.parametrize("how", COPIES)
+@pytest.mark.parametrize("env_id", envs.ENV_IDS)
+@pytest.mark.parametrize("ordering", ["fifo", "mlfs", "aryl"])
+def test_a_copy_after_reset_and_mid_episode_continues_bit_identically(env_id, ordering, how):
+    """Copies taken after reset and at several points of an episode each step on exactly as the
+    original does, to the episode's end. mlfs and aryl rank lazily (their rankings read the
+    cluster as jobs start), so the placement env holds a ranking half walked; in the ordering env
+    the expert of that name walks one."""
+    kw = {"ordering": ordering} if env_id == "loangym/Placement-v0" else {}
+    expert = ordering if env_id == "loangym/Ordering-v0" else None
+    env = gym.make(env_id, scenario="default", overrides=small("default"), **kw).unwrapped
+    actions = _episode(env, 11, expert)
+    assert len(actions) >= 10
+    for cut in (0, 1, len(actions) // 2, len(actions) - 1):
+        first = env.reset(seed=11)
+        for a in actions[:cut]:
+            if expert is not None:
+                env.expert_action(expert)
+            env.step(a)
+        dup = COPIES[how](env)
+        assert dup is not env and dup.core is not env.core
+        if cut == 0:
+            _same_step(first, (dup._get_obs(), dup._get_info()))
+        for a in actions[cut:]:
+            if expert is not None:
+                assert env.expert_action(expert) == dup.expert_action(expert)
+            np.testing.assert_array_equal(env.action_masks(), dup.action_masks())
+            _same_step(env.step(a), dup.step(a))
+        assert env.core.done and dup.core.done
+
+
+def test_a_copy_of_the_dual_env_continues_bit_identically():
+    env = dual_env(overrides=small("default"))
+    env.reset(seed=4)
+    rng = np.random.default_rng(0)
+    for _ in range(25):
+        env.step(int(rng.choice(np.flatnonzero(env.observe(env.agent_selection)["action_mask"]))))
+    dup = copy.deepcopy(pickle.loads(pickle.dumps(env)))
+    steps = 0
+    while not (env.terminations[env.agent_selection] or env.truncations[env.agent_selection]):
+        agent = env.agent_selection
+        assert dup.agent_selection == agent
+        oa, ob = env.observe(agent), dup.observe(agent)
+        for k in oa:
+            np.testing.assert_array_equal(oa[k], ob[k])
+        a = int(rng.choice(np.flatnonzero(oa["action_mask"])))
+        env.step(a)
+        dup.step(a)
+        assert env.rewards == dup.rewards
+        steps += 1
+    assert steps >= 10 and env.infos == dup.infos
+
+
+def test_an_env_pickled_before_reset_is_a_working_env():
+    env = make("loangym/Placement-v0", "default")
+    dup = pickle.loads(pickle.dumps(env))
+    _same_step(env.reset(seed=2), dup.reset(seed=2))
+
+
+def test_a_vector_env_of_spawned_processes_steps_reset_envs():
+    """AsyncVectorEnv with the spawn context pickles each env factory; here it closes over an env
+    that was reset and stepped (what failed with "cannot pickle 'generator'")."""
+    env = make("loangym/Placement-v0", "default")
+    env.reset(seed=5)
+    env.step(int(np.flatnonzero(env.unwrapped.action_masks())[0]))
+    vec = gym.vector.AsyncVectorEnv([lambda: env], context="spawn")
+    try:
+        vec.reset(seed=5)
+        obs, *_ = vec.step(np.array([int(np.flatnonzero(env.unwrapped.action_masks())[0])]))
+        assert obs.shape == (1, *env.observation_space.shape)
+    finally:
+        vec.close()
+
+
+# ---------------------------------------------------------------------------------------------- actions
+BAD_ACTIONS = [0.5, 1.0, True, np.bool_(False), np.float32(1), np.array([1]), np.array(1.0), "1", None]
+GOOD_ACTIONS = [int, np.int64, np.int32, np.uint8, lambda a: np.array(a), lambda a: np.array(a, dtype=np.int16)]
+
+
+@pytest.mark.parametrize("env_id", envs.ENV_IDS)
+def test_step_refuses_an_action_that_is_not_an_integer(env_id):
+    """Each is refused with a sentence and changes nothing: the next valid step gives what it
+    gives in an env that never saw them."""
+    env, clean = (make(env_id, "default").unwrapped for _ in range(2))
+    env.reset(seed=0)
+    clean.reset(seed=0)
+    for bad in BAD_ACTIONS:
+        with pytest.raises(InvalidAction, match=r"step\(\) takes an integer action .* got "):
+            env.step(bad)
+    a = int(np.flatnonzero(env.action_masks())[0])
+    _same_step(env.step(a), clean.step(a))
+
+
+@pytest.mark.parametrize("env_id", envs.ENV_IDS)
+def test_step_takes_python_and_numpy_integers_alike(env_id):
+    runs = []
+    for kind in GOOD_ACTIONS:
+        env = make(env_id, "default").unwrapped
+        env.reset(seed=0)
+        steps = []
+        for _ in range(5):
+            steps.append(env.step(kind(int(np.flatnonzero(env.action_masks())[-1]))))
+        runs.append(steps)
+    for other in runs[1:]:
+        for a, b in zip(runs[0], other, strict=True):
+            _same_step(a, b)
+
+
+def test_the_dual_env_refuses_an_action_that_is_not_an_integer():
+    env = dual_env(overrides=small("default"))
+    env.reset(seed=0)
+    for bad in BAD_ACTIONS:
+        with pytest.raises(InvalidAction, match=r"step\(\) takes an integer action"):
+            env.step(bad)
+    env.step(np.int64(int(np.flatnonzero(env.observe(env.agent_selection)["action_mask"])[0])))
