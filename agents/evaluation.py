@@ -208,6 +208,9 @@ def parse_grid(items: Sequence[str]) -> list[dict[str, str]]:
         if len(values) > 1 and not all(values):
             raise ConfigError(f"--set {key}: an empty value in the list '{value}'.")
         axes[key] = list(dict.fromkeys(values))
+    points = math.prod(len(v) for v in axes.values())
+    if points > MAX_TASKS:
+        raise ConfigError(f"--set sweeps a grid of {points:,} points, more than the {MAX_TASKS:,} tasks a sweep may hold.")
     return [dict(zip(axes, combo, strict=True)) for combo in itertools.product(*axes.values())]
 
 
