@@ -210,7 +210,9 @@ def parse_grid(items: Sequence[str]) -> list[dict[str, str]]:
         axes[key] = list(dict.fromkeys(values))
     points = math.prod(len(v) for v in axes.values())
     if points > MAX_TASKS:
-        raise ConfigError(f"--set sweeps a grid of {points:,} points, more than the {MAX_TASKS:,} tasks a sweep may hold.")
+        raise ConfigError(
+            f"--set sweeps a grid of {points:,} points, more than the {MAX_TASKS:,} tasks a sweep may hold."
+        )
     return [dict(zip(axes, combo, strict=True)) for combo in itertools.product(*axes.values())]
 
 
@@ -250,6 +252,9 @@ def plan(
     for scen in scenario_names:
         for scen_tuple, pol_points in points.items():
             scenario = scenarios.get(scen, dict(scen_tuple))
+            for p in policies:
+                for name in _components(agents[p]) if p in agents else (p,):
+                    registry.check_information(name, scenario.information.level)
             for seed in seeds:
                 _check_runnable(scenario, seed, [p for p in policies if not lenders[p]])
             trace = scenario.workload.trace
@@ -265,6 +270,10 @@ def plan(
                     label = agent.label if agent else p
                     tasks.extend(Task(label, scen, s, scen_tuple, pol_tuple, agent, inputs, borrowing) for s in seeds)
     return list(dict.fromkeys(tasks))
+
+
+def _components(agent: AgentSpec) -> tuple[str, ...]:
+    return tuple(n for n in (agent.placement, agent.scaling, agent.reclaim, agent.preemption) if n)
 
 
 def _check_runnable(scenario: scenarios.Scenario, seed: int, non_lenders: Sequence[str]) -> None:
@@ -693,6 +702,7 @@ def _row(r: TaskResult) -> dict[str, Any]:
         "scenario": t.scenario,
         "seed": t.seed,
         "settings": t.settings,
+        "oracle": t.agent is None and registry.entry(t.policy).oracle,
         "metrics": r.metrics,
         "notes": list(r.notes),
     }

@@ -81,9 +81,10 @@ class CoreConfig:
             raise ConfigError(f"unknown reward '{self.reward}'; valid rewards: {', '.join(REWARDS)}.")
         if not self.seeds[0] < self.seeds[1]:
             raise ConfigError(f"seeds must be a range [lo, hi) with lo < hi, got {self.seeds}.")
-        self.scenario_obj()
+        level = self.scenario_obj().information.level
         for name in (self.placement, self.scaling, self.reclaim, *([self.preemption] if self.preemption else [])):
             composed(name)
+            registry.check_information(name, level)
 
     def scenario_obj(self) -> scenarios.Scenario:
         sets = dict(self.overrides)
@@ -132,6 +133,7 @@ class Core:
             built.demand,
             self.scenario.sim if c.series else dataclasses.replace(self.scenario.sim, sample_s=0.0),
             built.failure_rng,
+            knowledge=built.knowledge,
         )
         self.view = self.engine.view
         self.num_jobs = len(built.jobs)

@@ -35,6 +35,7 @@ import numpy as np
 
 from envs.sim.cluster import Cluster
 from envs.sim.inference import DemandCurve
+from envs.sim.information import Knowledge
 from envs.sim.model import GpuType, JobSpec, Pool, ServerSpec
 from envs.sim.policy import (
     PLACEABLE,
@@ -261,6 +262,8 @@ class Engine:
     :param config: mechanics.
     :param rng: stream for failures (only drawn from when ``config.mtbf_h > 0``).
     :param log: keep an event log (tests read it).
+    :param knowledge: what the policy may know of durations (default: clairvoyant); an oracle
+        policy (``scheduler.oracle``) sees the truth anyway.
     """
 
     def __init__(
@@ -273,6 +276,7 @@ class Engine:
         config: SimConfig | None = None,
         rng: np.random.Generator | None = None,
         log: bool = False,
+        knowledge: Knowledge | None = None,
     ) -> None:
         self.config = config or SimConfig()
         self.scheduler = scheduler
@@ -296,9 +300,9 @@ class Engine:
         self.round_tick = False
         self.log: list[tuple[float, str, int, str]] | None = [] if log else None
         self._trace = log or logger.isEnabledFor(logging.DEBUG)
-        self.view = ClusterView(self)
+        self.view = ClusterView(self, knowledge, bool(getattr(scheduler, "oracle", False)))
         self._decision_s: list[float] = []
-        self._gpu_types = {s.gpu_type.name: s.gpu_type for s in self.cluster.servers}
+        self.gpu_types = {s.gpu_type.name: s.gpu_type for s in self.cluster.servers}
         # running counters and their integrals
         self._t_last = 0.0
         self.busy_training = 0
@@ -926,7 +930,7 @@ class Engine:
             work=np.array([j.work for j in jobs]),
             work_done=np.array([j.work_done for j in jobs]),
             fee=np.array(
-                [sum(g * self._gpu_types[t].price_per_hour / 3600.0 for t, g in j.gpu_s.items()) for j in jobs]
+                [sum(g * self.gpu_types[t].price_per_hour / 3600.0 for t, g in j.gpu_s.items()) for j in jobs]
             ),
             gpu_s=np.array([sum(j.gpu_s.values()) for j in jobs]),
             fair_share=fair,

@@ -16,15 +16,19 @@ loop that joins them; the ordering env runs exactly this loop with an agent in t
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, KeysView, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
+from envs.sim.information import Knowledge, estimated_total
+
 if TYPE_CHECKING:
+    from envs.sim.engine import Engine, _Job
     from envs.sim.model import GpuType, JobSpec, Pool, ServerSpec
 
 # A placement: ((server_id, gpus), ...) with each server at most once.
@@ -107,6 +111,8 @@ class JobState:
 
     Work is measured in seconds of running alone at the job's requested allocation on the
     reference GPU type (so ``work_total`` is its isolated duration when it has no speed phases).
+    ``work_total`` is what the run's information level reveals (``envs/sim/information.py``): the
+    truth, an estimate, or ``nan``; ``work_done`` is observed progress.
     """
 
     job_id: int
@@ -128,23 +134,73 @@ class JobState:
 
     @property
     def remaining_work(self) -> float:
-        return max(0.0, self.work_total - self.work_done)
+        """``nan`` where the work total is unknown (information level ``none``)."""
+        left = self.work_total - self.work_done
+        return left if left != left else max(0.0, left)
 
 
 # ----------------------------------------------------------------------------- the view
 class ClusterView:
-    """Read-only window on the simulator, handed to policies.
+    """Read-only window on the simulator, handed to policies: the one door into its state.
 
     Live: it always shows the state as of the last applied action. Everything it returns is
     immutable. ``pending`` and ``running`` are live key views: copy them (``tuple(...)``)
     before yielding actions while iterating, since a start changes them.
+
+    What it reveals of durations follows the run's :class:`~envs.sim.information.Knowledge`: at
+    ``estimate`` and ``none`` a job's ``duration`` (from :meth:`job`), work totals and remaining
+    work are the estimate or ``nan``, and its ``speed_phases`` are hidden. Machine speed factors
+    are never shown (the servers' ``speed_factor`` reads 1). An ``oracle`` view shows the truth.
     """
 
-    __slots__ = ("_cache", "_e")
+    __slots__ = ("_cache", "_e", "_factor", "_level", "_servers", "_specs")
 
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: Engine, knowledge: Knowledge | None = None, oracle: bool = False) -> None:
         self._e = engine
         self._cache: tuple[int, np.ndarray] | None = None
+        know = knowledge if knowledge is not None else Knowledge()
+        self._level = "clairvoyant" if oracle else know.level
+        self._factor = know.factor
+        specs = engine.specs
+        if self._level == "clairvoyant":
+            self._specs = specs
+        else:
+            self._specs = tuple(
+                dataclasses.replace(
+                    s,
+                    duration=s.duration * self._factor[i] if self._level == "estimate" else math.nan,
+                    speed_phases=(),
+                )
+                for i, s in enumerate(specs)
+            )
+        servers = engine.cluster.servers
+        self._servers = (
+            servers
+            if oracle
+            else tuple(s if s.speed_factor == 1.0 else dataclasses.replace(s, speed_factor=1.0) for s in servers)
+        )
+
+    # --- what the run reveals
+    @property
+    def information(self) -> str:
+        """The information level this view serves (``clairvoyant`` for an oracle)."""
+        return self._level
+
+    def _done(self, j: _Job) -> float:
+        done = j.work_done
+        if j.status == _RUNNING:
+            now = self._e.now
+            start = max(j.last_settle, j.progress_from)
+            if now > start:
+                done = min(j.work, done + j.rate * (now - start))
+        return done
+
+    def _total(self, j: _Job, done: float) -> float:
+        if self._level == "clairvoyant":
+            return j.work
+        if self._level == "none":
+            return math.nan
+        return estimated_total(j.work * self._factor[j.idx], done)
 
     # --- time and queues
     @property
@@ -157,12 +213,12 @@ class ClusterView:
         return bool(self._e.round_tick)
 
     @property
-    def pending(self) -> Any:
+    def pending(self) -> KeysView[int]:
         """Queued job ids, in the order they (re-)entered the queue (a live, read-only view)."""
         return self._e.pending.keys()
 
     @property
-    def running(self) -> Any:
+    def running(self) -> KeysView[int]:
         """Job ids holding GPUs (running or checkpointing after a graceful preemption)."""
         return self._e.running.keys()
 
@@ -178,17 +234,14 @@ class ClusterView:
         return len(self._e.specs)
 
     def job(self, job: int) -> JobSpec:
-        return self._e.specs[job]  # type: ignore[no-any-return]
+        """The job as submitted, its duration as the run's information level reveals it."""
+        return self._specs[job]
 
     def state(self, job: int) -> JobState:
         """A snapshot of one job's progress (settled to now)."""
         j = self._e.jobs[job]
         now = self._e.now
-        done = j.work_done
-        if j.status == JobStatus.RUNNING:
-            start = max(j.last_settle, j.progress_from)
-            if now > start:
-                done = min(j.work, done + j.rate * (now - start))
+        done = self._done(j)
         held = now - j.held_since if j.status in (JobStatus.RUNNING, JobStatus.PREEMPTING) else 0.0
         queued = j.queued_time + (now - j.queued_since if j.status == JobStatus.PENDING else 0.0)
         return JobState(
@@ -198,7 +251,7 @@ class ClusterView:
             flex=j.flex,
             gpu_type=j.gpu_type.name if j.gpu_type is not None else None,
             work_done=done,
-            work_total=j.work,
+            work_total=self._total(j, done),
             rate=j.rate,
             restarting_until=j.progress_from if j.status == JobStatus.RUNNING else float("nan"),
             attained_service=j.attained + held * j.workers,
@@ -219,10 +272,10 @@ class ClusterView:
 
     def workers(self, job: int) -> int:
         """GPUs the job holds now."""
-        return self._e.jobs[job].workers  # type: ignore[no-any-return]
+        return self._e.jobs[job].workers
 
     def status_of(self, job: int) -> JobStatus:
-        return self._e.jobs[job].status  # type: ignore[no-any-return]
+        return self._e.jobs[job].status
 
     def allocation(self, job: int) -> tuple[JobStatus, str | None, Alloc, Alloc]:
         """(status, GPU type name or None, base workers, flexible workers) of the job now: the
@@ -233,45 +286,44 @@ class ClusterView:
     def remaining_work(self, job: int) -> float:
         """``state(job).remaining_work`` (settled to now), without the snapshot."""
         j = self._e.jobs[job]
-        done = j.work_done
-        if j.status == _RUNNING:
-            now = self._e.now
-            start = max(j.last_settle, j.progress_from)
-            if now > start:
-                done = min(j.work, done + j.rate * (now - start))
-        return max(0.0, j.work - done)  # type: ignore[no-any-return]
+        done = self._done(j)
+        if self._level == "clairvoyant":
+            return max(0.0, j.work - done)
+        return self._total(j, done) - done  # nan at "none"; an estimate stays above what is done
 
     def restarting_until(self, job: int) -> float:
         """``state(job).restarting_until``: no progress before this time (nan unless running)."""
         j = self._e.jobs[job]
-        return j.progress_from if j.status == _RUNNING else math.nan  # type: ignore[no-any-return]
+        return j.progress_from if j.status == _RUNNING else math.nan
 
     def rate(self, job: int, workers: int, servers: int, gpu_type: str) -> float:
         """Work per second ``job`` would make with ``workers`` GPUs of ``gpu_type`` over
         ``servers`` servers (machine speed factors and speed phases not included)."""
         e = self._e
-        return float(e.throughput.rate(e.specs[job], workers, servers, e._gpu_types[gpu_type]))
+        return float(e.throughput.rate(e.specs[job], workers, servers, e.gpu_types[gpu_type]))
 
     # --- servers
     @property
     def servers(self) -> tuple[ServerSpec, ...]:
-        return self._e.cluster.servers  # type: ignore[no-any-return]
+        """The servers, each at nominal speed (``speed_factor`` 1) unless the view is an oracle's."""
+        return self._servers
 
     def gpu_type(self, name: str) -> GpuType:
-        return self._e._gpu_types[name]  # type: ignore[no-any-return]
+        return self._e.gpu_types[name]
 
     def free(self, server: int) -> int:
         """Free GPUs on a server (whether or not anything may be placed there)."""
-        return self._e.cluster.free[server]  # type: ignore[no-any-return]
+        return self._e.cluster.free[server]
 
     def used(self, server: int) -> int:
-        return self._e.cluster.servers[server].num_gpus - self._e.cluster.free[server]  # type: ignore[no-any-return]
+        cl = self._e.cluster
+        return cl.servers[server].num_gpus - cl.free[server]
 
     def server_status(self, server: int) -> ServerStatus:
-        return self._e.cluster.status[server]  # type: ignore[no-any-return]
+        return self._e.cluster.status[server]
 
     def placeable(self, server: int) -> bool:
-        return self._e.cluster.status[server] in PLACEABLE  # type: ignore[no-any-return]
+        return self._e.cluster.status[server] in PLACEABLE
 
     def free_gpus(self) -> np.ndarray:
         """Free GPUs per server, 0 where nothing may be placed (read-only array)."""
@@ -289,19 +341,19 @@ class ClusterView:
 
     def pool_types(self) -> tuple[tuple[str, Pool], ...]:
         """The (GPU type name, pool) pairs the cluster has."""
-        return self._e.cluster.pool_types  # type: ignore[no-any-return]
+        return self._e.cluster.pool_types
 
     def total_free(self, gpu_type: str, pool: Pool) -> int:
         """Free GPUs on placeable servers of this type and pool."""
-        return self._e.cluster.total_free((gpu_type, pool))  # type: ignore[no-any-return]
+        return self._e.cluster.total_free((gpu_type, pool))
 
     def best_fit(self, gpu_type: str, pool: Pool, need: int) -> int | None:
         """The placeable server of this type and pool with the fewest free GPUs >= ``need``."""
-        return self._e.cluster.best_fit((gpu_type, pool), need)  # type: ignore[no-any-return]
+        return self._e.cluster.best_fit((gpu_type, pool), need)
 
     def servers_by_free(self, gpu_type: str, pool: Pool) -> list[int]:
         """Placeable servers of this type and pool with free GPUs, most free first."""
-        return self._e.cluster.by_free((gpu_type, pool))  # type: ignore[no-any-return]
+        return self._e.cluster.by_free((gpu_type, pool))
 
     def jobs_on(self, server: int) -> tuple[tuple[int, int], ...]:
         """(job, GPUs) pairs hosted on a server."""
@@ -332,6 +384,9 @@ class Scheduler(Protocol):
     :ivar borrows: whether the policy opts into servers loaned by the inference cluster; a
         policy that does not never sees a loan offer (and so never a reclaim).
     :ivar round_s: period of an extra decision point (round-based policies), or ``None``.
+
+    A policy with an attribute ``oracle`` set to true sees the truth whatever the run's
+    information level (``envs/sim/information.py``); the engine reads it with ``getattr``.
     """
 
     name: str
@@ -417,6 +472,7 @@ class ComposedScheduler:
     reclaimer: Reclaim = field(default_factory=FewestJobsReclaim)
     borrows: bool = False
     round_s: float | None = None
+    oracle: bool = False  # sees the truth whatever the run's information level (heuristics/oracles.py)
 
     def decide(self, view: ClusterView) -> Iterable[Action]:
         if not view.pending and isinstance(self.scaling, NoScaling) and isinstance(self.preemption, NoPreemption):

@@ -12,10 +12,12 @@ from typing import Annotated
 
 import numpy as np
 
+from envs.sim import information
 from envs.sim.config import ConfigError, apply_overrides
 from envs.sim.engine import Engine, SimConfig, SimResult
 from envs.sim.feasibility import Unrunnable, UnrunnableError, describe, unrunnable
 from envs.sim.inference import DemandCurve, InferenceConfig
+from envs.sim.information import InformationConfig, Knowledge
 from envs.sim.model import GPU_TYPES, JobSpec, Pool, ServerSpec
 from envs.sim.policy import Scheduler
 from envs.sim.settings import Check, Choice, Each, Items, Num, Settings, Text
@@ -128,6 +130,7 @@ class Scenario(Settings):
     inference: InferenceConfig = field(default_factory=InferenceConfig)
     workload: WorkloadConfig = field(default_factory=WorkloadConfig)
     sim: SimConfig = field(default_factory=SimConfig)
+    information: InformationConfig = field(default_factory=InformationConfig)
     version: Annotated[int, Num(ge=1)] = 1
 
     def make_jobs(self, jobs: list[JobSpec], rng: np.random.Generator) -> list[JobSpec]:
@@ -148,6 +151,7 @@ class Built:
     failure_rng: np.random.Generator
     policy_rng: np.random.Generator
     dropped: tuple[Unrunnable, ...] = ()  # jobs left out as unrunnable (``workload.unrunnable=drop``)
+    knowledge: Knowledge = field(default_factory=Knowledge)  # what policies may know of durations
 
 
 _SCENARIOS: dict[str, Callable[[], Scenario]] = {}
@@ -216,8 +220,8 @@ def build(s: Scenario, seed: int, borrowing: bool = True) -> Built:
     that every job can run (``envs/sim/feasibility.py``) under a policy that borrows inference
     servers or, with ``borrowing=False``, one that does not: a job that cannot refuses the run
     with one sentence (:class:`UnrunnableError`), or is left out (``workload.unrunnable=drop``)."""
-    streams = [np.random.default_rng(x) for x in np.random.SeedSequence(seed).spawn(7)]
-    wl_rng, attr_rng, inf_rng, fail_rng, pol_rng, machine_rng, jobs_rng = streams
+    streams = [np.random.default_rng(x) for x in np.random.SeedSequence(seed).spawn(8)]
+    wl_rng, attr_rng, inf_rng, fail_rng, pol_rng, machine_rng, jobs_rng, info_rng = streams
     servers = servers_of(s.cluster, machine_rng)
     w = s.workload
     training_gpus = sum(x.num_gpus for x in servers if x.pool == Pool.TRAINING)
@@ -254,7 +258,8 @@ def build(s: Scenario, seed: int, borrowing: bool = True) -> Built:
             raise UnrunnableError(describe(bad, len(jobs), [r.line for r in rows], w.trace, borrowing))
         keep = sorted(set(range(len(jobs))) - {b.index for b in bad})
         jobs = [dataclasses.replace(jobs[i], job_id=k) for k, i in enumerate(keep)]
-    return Built(s, seed, servers, jobs, demand, fail_rng, pol_rng, tuple(bad))
+    knowledge = information.draw(s.information, jobs, info_rng)
+    return Built(s, seed, servers, jobs, demand, fail_rng, pol_rng, tuple(bad), knowledge)
 
 
 def _stamp(path: str) -> tuple[int, int]:
@@ -302,7 +307,8 @@ def simulate(
     b = build(s, seed, policy.borrows if borrowing is None else borrowing)
     if hasattr(policy, "use_rng"):  # randomised policies draw from the run's own policy stream
         policy.use_rng(b.policy_rng)
-    engine = Engine(b.servers, b.jobs, policy, throughput or shared_throughput(), b.demand, s.sim, b.failure_rng, log)
+    tp = throughput or shared_throughput()
+    engine = Engine(b.servers, b.jobs, policy, tp, b.demand, s.sim, b.failure_rng, log, b.knowledge)
     result = engine.run()
     result.dropped = len(b.dropped)
     return result
