@@ -135,4 +135,4 @@ def maxmin(config: FairConfig | None = None) -> MaxMin:
 
 
 register("themis", themis, FairConfig)
-register("maxmin", maxmin, FairConfig)
+register("maxmin", maxmin, FairConfig, needs="none")

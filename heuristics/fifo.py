@@ -54,5 +54,5 @@ def sjf() -> ComposedScheduler:
     return ComposedScheduler("sjf", QueueOrdering(by_remaining, blocking=False), PackPlacement())
 
 
-register("fifo", fifo)
+register("fifo", fifo, needs="none")
 register("sjf", sjf)

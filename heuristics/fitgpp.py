@@ -399,9 +399,9 @@ def rand(config: PreemptionConfig | None = None) -> TePreemptive:
     return TePreemptive("rand", RandChoice(), c.max_preemptions)
 
 
-register("fitgpp", fitgpp, FitGppConfig)
+register("fitgpp", fitgpp, FitGppConfig, needs="none")
 register("lrtp", lrtp, PreemptionConfig)
-register("rand", rand, PreemptionConfig)
+register("rand", rand, PreemptionConfig, needs="none")
 
 __all__ = [
     "Candidate",

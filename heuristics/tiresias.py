@@ -104,4 +104,4 @@ def tiresias(config: TiresiasConfig | None = None) -> Tiresias:
     return Tiresias(config or TiresiasConfig())
 
 
-register("tiresias", tiresias, TiresiasConfig)
+register("tiresias", tiresias, TiresiasConfig, needs="none")

@@ -296,6 +296,7 @@ class Engine:
         self.pending: dict[int, None] = {}
         self.running: dict[int, None] = {}  # RUNNING and PREEMPTING
         self.entered: list[int] = []  # job ids in the order they entered the queue (append-only)
+        self.finish_log: list[int] = []  # job ids in the order they finished (append-only)
         self.done = 0
         self.round_tick = False
         self.log: list[tuple[float, str, int, str]] | None = [] if log else None
@@ -485,6 +486,7 @@ class Engine:
         j.status = JobStatus.DONE
         j.finish = self.now
         j.fair = self._fair(j)
+        self.finish_log.append(idx)
         del self.running[idx]
         self.in_system -= 1
         self.in_system_w -= 1.0 / j.spec.duration

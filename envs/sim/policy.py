@@ -139,6 +139,58 @@ class JobState:
         return left if left != left else max(0.0, left)
 
 
+@dataclass(frozen=True, slots=True)
+class PoolState:
+    """The cluster's counters now (GPUs of servers that are up)."""
+
+    training_gpus: int  # GPUs of the training servers
+    training_busy: int  # ... held by jobs
+    loaned_gpus: int  # GPUs on loan to training (servers being reclaimed included)
+    loaned_busy: int  # ... held by jobs
+    inference_gpus: int  # GPUs of the whole inference pool (up or not)
+    inference_servers: int
+    loaned_servers: int  # servers on loan (reclaiming ones included)
+    reclaiming_servers: int
+    inference_demand: float  # GPUs the inference side needs now
+    arrived: int  # jobs submitted so far
+    jobs: int  # jobs of the episode
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """Per-job reads for a batch of jobs (arrays in the order asked): what the observation encoder
+    needs, in one call. ``remaining`` is remaining work as the run reveals it (estimate or nan)."""
+
+    remaining: np.ndarray
+    waited: np.ndarray  # seconds without GPUs so far, all waits included
+    attained: np.ndarray  # GPU-seconds held so far
+    preemptions: np.ndarray
+
+
+@dataclass(frozen=True, slots=True)
+class SpeedSample:
+    """One run of a job (between two (re)starts): the speed it is observed to make and the speed
+    the public models predict for it (the throughput profile at its GPUs, type and spread, its
+    current batch-size regime, which its framework knows, and the co-location slowdown). Their
+    ratio is all a policy learns of the latent machine speed and the run's fluctuation."""
+
+    job: int
+    run: int  # the job's (re)starts so far: one sample per run
+    observed: float  # work per second
+    nominal: float
+    servers: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Integrals:
+    """Integrals over the run so far (what the RL rewards difference between decisions)."""
+
+    job_seconds: float  # jobs in the system x time (sums to the total JCT)
+    slowdown: float  # sum over jobs in the system of 1 / duration, x time (sums to the total slowdown)
+    fee_hours: float  # dollars per hour held x time in seconds
+    deadline_misses: int  # jobs that finished after their deadline
+
+
 # ----------------------------------------------------------------------------- the view
 class ClusterView:
     """Read-only window on the simulator, handed to policies: the one door into its state.
@@ -227,6 +279,13 @@ class ClusterView:
         ``cursor`` of the engine's append-only queue log, and the new cursor. Each reader keeps
         its own cursor (start at 0)."""
         log = self._e.entered
+        return tuple(log[cursor:]), len(log)
+
+    def finished_since(self, cursor: int) -> tuple[tuple[int, ...], int]:
+        """Jobs that finished since position ``cursor`` of the engine's append-only log of
+        finishes, and the new cursor (a finished job's ``state().work_done`` is its whole work:
+        completion reveals it, at every information level)."""
+        log = self._e.finish_log
         return tuple(log[cursor:]), len(log)
 
     @property
@@ -373,6 +432,61 @@ class ClusterView:
     def unplaceable_servers(self) -> tuple[int, ...]:
         """Servers where nothing may be placed now (``not placeable(s)``), in id order."""
         return tuple(i for i, st in enumerate(self._e.cluster.status) if st not in PLACEABLE)
+
+    def largest_free(self, gpu_type: str, pool: Pool) -> int:
+        """The most free GPUs on one placeable server of this type and pool (0 if none)."""
+        return self._e.cluster.max_free((gpu_type, pool))
+
+    def hosted(self, server: int) -> int:
+        """How many jobs a server hosts."""
+        return len(self._e.cluster.hosted[server])
+
+    # --- batch reads (the observation encoder's, the rewards')
+    def pools(self) -> PoolState:
+        e = self._e
+        return PoolState(
+            e.cap_training,
+            e.busy_training,
+            e.cap_loaned,
+            e.busy_loaned,
+            e.cap_inference,
+            len(e._inference_ids),
+            e.n_loaned,
+            e.cluster.status.count(ServerStatus.RECLAIMING),
+            e.inference_gpus,
+            e._arrived,
+            len(e.specs),
+        )
+
+    def progress(self, jobs: Sequence[int]) -> Progress:
+        """Remaining work (as revealed), time waited, attained service and preemptions of ``jobs``."""
+        e = self._e
+        now = e.now
+        rec = [e.jobs[j] for j in jobs]
+        held = (JobStatus.RUNNING, JobStatus.PREEMPTING)
+        return Progress(
+            np.array([self.remaining_work(j) for j in jobs], dtype=np.float64),
+            np.array([j.queued_time + (now - j.queued_since if j.status == JobStatus.PENDING else 0.0) for j in rec]),
+            np.array([j.attained + ((now - j.held_since) * j.workers if j.status in held else 0.0) for j in rec]),
+            np.array([j.preemptions for j in rec], dtype=np.float64),
+        )
+
+    def speed_samples(self) -> list[SpeedSample]:
+        """A sample of every running job that makes progress (see :class:`SpeedSample`)."""
+        e = self._e
+        out = []
+        for idx in e.running:
+            j = e.jobs[idx]
+            if j.rate <= 0.0 or j.gpu_type is None:
+                continue
+            nominal = e.throughput.rate(j.spec, j.workers, j.nservers, j.gpu_type) * j.mults[j.phase] * j.crowd
+            servers = tuple(dict.fromkeys(s for s, _ in (*j.base, *j.flex)))
+            out.append(SpeedSample(idx, j.preemptions + j.scales + j.migrations, j.rate, nominal, servers))
+        return out
+
+    def integrals(self) -> Integrals:
+        e = self._e
+        return Integrals(e.i_in_system, e.i_slowdown, e.i_price, e.deadline_misses)
 
 
 # ----------------------------------------------------------------------------- protocols
