@@ -19,7 +19,7 @@ episode; N is the number of steps (every episode of every expert in the file).
 |---|---|
 | ``format`` | ``"loangym-demos"`` |
 | ``version`` | the format version, :data:`DEMOS_VERSION`; a loader refuses any other |
-| ``env_id`` | the Gymnasium id the demos were recorded in, e.g. ``"loangym/Ordering-v0"`` |
+| ``env_id`` | the Gymnasium id the demos were recorded in, e.g. ``"loangym/Ordering-v1"`` |
 | ``obs_version`` | the observation layout version of the env (``envs.obs.OBS_VERSION``) |
 | ``obs_dim``, ``n_actions`` | the sizes of the observation vector and of the action space |
 | ``experts`` | names of the experts (component heuristics); ``expert_ids`` index this list |
@@ -77,7 +77,7 @@ log = logging.getLogger(__name__)
 
 FORMAT = "loangym-demos"
 DEMOS_VERSION = 1
-ENVS = {"ordering": "loangym/Ordering-v0", "placement": "loangym/Placement-v0"}
+ENVS = {"ordering": "loangym/Ordering-v1", "placement": "loangym/Placement-v1"}
 """``--env`` name -> Gymnasium id."""
 EXPERT = "expert"
 """A component set to this takes the expert's own heuristic."""

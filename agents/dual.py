@@ -419,7 +419,7 @@ class Trainer:
     # ------------------------------------------------------------------ construction
     def _ordering_env(self, rank: int) -> Callable[[], gym.Env]:
         def make() -> gym.Env:
-            env = Monitor(gym.make("loangym/Ordering-v0", max_jobs=self.config.max_jobs, **self._env_kwargs()))
+            env = Monitor(gym.make("loangym/Ordering-v1", max_jobs=self.config.max_jobs, **self._env_kwargs()))
             env.reset(seed=self.config.seed * 1000 + rank)
             return env
 
@@ -427,7 +427,7 @@ class Trainer:
 
     def _placement_env(self, rank: int) -> Callable[[], gym.Env]:
         def make() -> gym.Env:
-            env = Monitor(gym.make("loangym/Placement-v0", ordering=self.config.placement, **self._env_kwargs()))
+            env = Monitor(gym.make("loangym/Placement-v1", ordering=self.config.placement, **self._env_kwargs()))
             env.reset(seed=self.config.seed * 1000 + 500 + rank)
             return env
 

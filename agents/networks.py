@@ -21,7 +21,7 @@ import torch as th
 from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
 from torch import nn
 
-from envs.obs import CLUSTER_FEATURES, JOB_FEATURES, SERVER_FEATURES
+from envs.obs import JOB, SERVER
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU}
 
@@ -151,9 +151,9 @@ class SlotPolicy(MaskableActorCriticPolicy):
 def ordering_policy_kwargs(max_jobs: int, hidden: int = 64, activation: str = "tanh") -> dict[str, Any]:
     return dict(
         n_items=max_jobs,
-        item_dim=len(JOB_FEATURES),
+        item_dim=len(JOB),
         extra_actions=1,
-        present_index=0,
+        present_index=JOB.col["present"],
         hidden=hidden,
         activation=activation,
     )
@@ -162,7 +162,7 @@ def ordering_policy_kwargs(max_jobs: int, hidden: int = 64, activation: str = "t
 def placement_policy_kwargs(num_servers: int, hidden: int = 64, activation: str = "tanh") -> dict[str, Any]:
     return dict(
         n_items=num_servers,
-        item_dim=len(SERVER_FEATURES),
+        item_dim=len(SERVER),
         extra_actions=0,
         present_index=-1,
         hidden=hidden,
@@ -170,4 +170,4 @@ def placement_policy_kwargs(num_servers: int, hidden: int = 64, activation: str 
     )
 
 
-__all__ = ["CLUSTER_FEATURES", "SlotPolicy", "SlotScorer", "ordering_policy_kwargs", "placement_policy_kwargs"]
+__all__ = ["SlotPolicy", "SlotScorer", "ordering_policy_kwargs", "placement_policy_kwargs"]

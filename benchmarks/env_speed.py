@@ -89,9 +89,9 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--profile", choices=("ordering", "placement"), default=None)
     args = p.parse_args()
-    ordering = gym.make("loangym/Ordering-v0").unwrapped
-    placement = gym.make("loangym/Placement-v0").unwrapped
-    plain = gym.make("loangym/Ordering-v0", placement="fifo", scaling="fifo", reclaim="fifo", preemption=None).unwrapped
+    ordering = gym.make("loangym/Ordering-v1").unwrapped
+    placement = gym.make("loangym/Placement-v1").unwrapped
+    plain = gym.make("loangym/Ordering-v1", placement="fifo", scaling="fifo", reclaim="fifo", preemption=None).unwrapped
     if args.profile:
         env = ordering if args.profile == "ordering" else placement
         prof = cProfile.Profile()

@@ -99,7 +99,7 @@ def main() -> None:
     c = TrainConfig()  # train.py's env: its components and job slots
 
     def ordering() -> gym.Env:
-        return gym.make("loangym/Ordering-v0", max_jobs=c.max_jobs, seeds=c.train_seeds, **c.core_kwargs())
+        return gym.make("loangym/Ordering-v1", max_jobs=c.max_jobs, seeds=c.train_seeds, **c.core_kwargs())
 
     probe = ordering()
     obs_dim, n = probe.observation_space.shape[0], probe.action_space.n

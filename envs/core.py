@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,10 +24,37 @@ from envs.sim.config import ConfigError
 from envs.sim.engine import Engine, SimResult
 from envs.sim.metrics import summarize
 from envs.sim.model import Pool
-from envs.sim.policy import Action, ComposedScheduler, JobStatus, NoPreemption, Ordering, Start
+from envs.sim.policy import Action, ComposedScheduler, Integrals, JobStatus, NoPreemption, Ordering, Start
 from heuristics import registry
 
-REWARDS = ("jct", "slowdown", "fee", "deadline")
+
+@dataclass(frozen=True)
+class Reward:
+    """A reward by name: between two decisions, ``-(change of read(integrals)) / unit``, also per
+    job of the episode where ``per_job``, so that an episode's return sums to the named figure."""
+
+    doc: str
+    read: Callable[[Integrals], float]
+    unit: float = 1.0
+    per_job: bool = True
+
+
+REWARDS: dict[str, Reward] = {
+    "jct": Reward(
+        "-(jobs in the system x elapsed hours) / jobs: sums to -(mean JCT in hours)", lambda i: i.job_seconds, 3600.0
+    ),
+    "slowdown": Reward(
+        "-(sum of 1 / duration over the jobs in the system x time) / jobs: sums to -(mean slowdown)",
+        lambda i: i.slowdown,
+    ),
+    "fee": Reward(
+        "-(dollars per hour held x elapsed hours) / jobs: sums to -(dollars per job)", lambda i: i.fee_hours, 3600.0
+    ),
+    "deadline": Reward(
+        "-1 per job that finishes after its deadline", lambda i: float(i.deadline_misses), per_job=False
+    ),
+}
+"""The rewards by name; a new reward is one entry over the engine's integrals (``ClusterView.integrals``)."""
 
 
 def composed(name: str) -> ComposedScheduler:
@@ -143,7 +170,7 @@ class Core:
         self._fits: dict[int, Start | None] = {}
         self.decision_index = 0
         self._experts: dict[int, tuple[int, Iterator[int], int | None]] = {}
-        self._acc = self._accumulators()
+        self._acc = self.view.integrals()
         self.engine.start()
         self._begin_decision_point()
 
@@ -242,34 +269,30 @@ class Core:
 
     def placement_mask(self) -> np.ndarray:
         """Servers that may take the next worker(s) of the job being placed."""
-        e = self.engine
-        assert e is not None
-        cl = e.cluster
-        spec = e.specs[self.placing]
+        view = self.view
+        spec = view.job(self.placing)
         pools = (Pool.TRAINING, Pool.INFERENCE) if self.scheduler.borrows else (Pool.TRAINING,)
-        mask = np.zeros(len(cl.servers), dtype=bool)
+        mask = np.zeros(len(view.servers), dtype=bool)
         if self.chosen:
-            gtype = cl.servers[next(iter(self.chosen))].gpu_type.name
+            gtype = view.servers[next(iter(self.chosen))].gpu_type.name
             keys = [(gtype, p) for p in pools]
         else:  # a first server: its type must hold the whole gang
             keys = [
                 (t, p)
-                for t, p in cl.pool_types
+                for t, p in view.pool_types()
                 if p in pools
-                and spec.allows(self.view.gpu_type(t))
-                and sum(cl.total_free((t, q)) for q in pools) >= self.left
+                and spec.allows(view.gpu_type(t))
+                and sum(view.total_free(t, q) for q in pools) >= self.left
             ]
-        for key in keys:
-            for sid in cl.by_free(key):
+        for t, p in keys:
+            for sid in view.servers_by_free(t, p):
                 if sid not in self.chosen:
                     mask[sid] = True
         return mask
 
     def place_on(self, server: int) -> bool:
         """Put as many of the remaining workers as fit on ``server``; True once the job starts."""
-        e = self.engine
-        assert e is not None
-        n = min(e.cluster.free[server], self.left)
+        n = min(self.view.free(server), self.left)
         self.chosen[server] = n
         self.left -= n
         if self.left > 0:
@@ -317,32 +340,15 @@ class Core:
         raise RuntimeError("the reference placement is used up")
 
     # ------------------------------------------------------------------ rewards
-    def _accumulators(self) -> tuple[float, float, float, int]:
-        e = self.engine
-        assert e is not None
-        return (e.i_in_system, e.i_slowdown, e.i_price, e.deadline_misses)
-
     def reward(self) -> float:
-        """Reward since the previous call (see :class:`CoreConfig`)."""
-        now = self._accumulators()
+        """Reward since the previous call (:data:`REWARDS`)."""
+        now = self.view.integrals()
         prev, self._acc = self._acc, now
-        n = max(1, self.num_jobs)
-        kind = self.config.reward
-        if kind == "jct":
-            return -(now[0] - prev[0]) / 3600.0 / n
-        if kind == "slowdown":
-            return -(now[1] - prev[1]) / n
-        if kind == "fee":
-            return -(now[2] - prev[2]) / 3600.0 / n
-        return -float(now[3] - prev[3])
+        r = REWARDS[self.config.reward]
+        change = -(r.read(now) - r.read(prev)) / r.unit
+        return change / max(1, self.num_jobs) if r.per_job else change
 
     # ------------------------------------------------------------------ observations helpers
     def time_of_day(self) -> tuple[float, float]:
-        assert self.engine is not None
-        hour = (self.scenario.inference.start_hour + self.engine.now / 3600.0) % 24.0
+        hour = (self.scenario.inference.start_hour + self.view.now / 3600.0) % 24.0
         return math.sin(2 * math.pi * hour / 24.0), math.cos(2 * math.pi * hour / 24.0)
-
-    def waiting(self, job: int) -> float:
-        assert self.engine is not None
-        j = self.engine.jobs[job]
-        return j.queued_time + (self.engine.now - j.queued_since if j.status == JobStatus.PENDING else 0.0)

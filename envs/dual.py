@@ -11,7 +11,7 @@ from pettingzoo.utils import AgentSelector
 
 from envs.base import InvalidAction, action_index
 from envs.core import Core, CoreConfig
-from envs.obs import CLUSTER_FEATURES, JOB_FEATURES, SERVER_FEATURES, Encoder
+from envs.obs import CLUSTER, JOB, SERVER, Encoder
 from envs.sim.scenarios.base import servers_of
 
 ORDERING, PLACEMENT = "ordering", "placement"
@@ -23,8 +23,8 @@ class DualEnv(AECEnv):
     The ordering and placement envs joined (the KDD'23 dual-agent setting): agent "ordering"
     acts at each decision point (a job slot, or "advance"); after it picks a job, agent
     "placement" picks servers for it until its gang is placed; then "ordering" again. They share
-    the reward. Observations and actions are exactly those of ``loangym/Ordering-v0`` and
-    ``loangym/Placement-v0``; each agent's observation is a dict ``{"observation": Box,
+    the reward. Observations and actions are exactly those of ``loangym/Ordering-v1`` and
+    ``loangym/Placement-v1`` (observation layout 4); each agent's observation is a dict ``{"observation": Box,
     "action_mask": int8 array}`` as PettingZoo expects. Decision points where no job can start
     are skipped; forced placements (a single valid server) are not.
 
@@ -37,14 +37,16 @@ class DualEnv(AECEnv):
     ``infos[agent]["metrics"]`` then holds the episode's summary.
 
     ## Arguments
-    ``envs.dual.env(scenario="default", max_jobs=32, seed_range=(0, 10000), ...)`` with the
-    ordering env's keyword arguments (``seeds`` is the range of scenario seeds).
+    ``envs.dual.env(scenario="default", max_jobs=32, seeds=(0, 10000), ...)`` with the ordering
+    env's keyword arguments (``seeds`` is the range of scenario seeds).
 
     ## Version History
-    * v0: initial version (observation layout 2: 16 job features).
+    * v1 (``loangym_dual_v1``): observation layout 4, as ``loangym/Ordering-v1`` and
+      ``loangym/Placement-v1``.
+    * v0: layouts 1 to 3.
     """
 
-    metadata: dict[str, Any] = {"render_modes": [], "name": "loangym_dual_v0", "is_parallelizable": False}  # noqa: RUF012
+    metadata: dict[str, Any] = {"render_modes": [], "name": "loangym_dual_v1", "is_parallelizable": False}  # noqa: RUF012
 
     def __init__(self, max_jobs: int = 32, **kwargs: Any) -> None:
         super().__init__()
@@ -56,8 +58,8 @@ class DualEnv(AECEnv):
         self.num_servers = ns
         self.possible_agents = [ORDERING, PLACEMENT]
         sizes = {
-            ORDERING: (max_jobs * len(JOB_FEATURES) + len(CLUSTER_FEATURES), max_jobs + 1),
-            PLACEMENT: (ns * len(SERVER_FEATURES) + len(JOB_FEATURES) + 1 + len(CLUSTER_FEATURES), ns),
+            ORDERING: (max_jobs * len(JOB) + len(CLUSTER), max_jobs + 1),
+            PLACEMENT: (ns * len(SERVER) + len(JOB) + 1 + len(CLUSTER), ns),
         }
         self._sizes = sizes
         self.observation_spaces = {

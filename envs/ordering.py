@@ -10,7 +10,7 @@ import numpy as np
 from gymnasium import spaces
 
 from envs.base import CoreEnv
-from envs.obs import CLUSTER_FEATURES, JOB_FEATURES
+from envs.obs import CLUSTER, JOB
 from envs.sim.policy import ClusterView, Ordering
 from envs.spaces import MaskedDiscrete
 
@@ -31,39 +31,44 @@ class OrderingEnv(CoreEnv):
     more now and lets time run to the next decision point.
 
     ## Observation Space
-    ``Box(-1, 1, (K * 16 + 12,), float32)``: K job slots of 16 features, then 12 cluster
-    features. Slots hold the K longest-waiting jobs in queue order (the rest are counted in
-    ``hidden``); empty slots are zeros.
+    ``Box(-1, 1, (K * 17 + 12,), float32)``: K job slots of 17 features, then 12 cluster
+    features (observation layout 4; ``envs.obs.JOB`` and ``CLUSTER`` define them by name). Slots
+    hold the K longest-waiting jobs in queue order (the rest are counted in ``hidden``); empty
+    slots are zeros. Duration features carry what the scenario's ``information.level`` reveals:
+    the true remaining work, its estimate, or nothing (0) at ``none``; machine speeds are never
+    shown.
 
     | index | feature | meaning |
     |---|---|---|
-    | slot*16 + 0 | present | 1 if the slot holds a job |
-    | slot*16 + 1 | gpus | log2(1 + requested GPUs) / 6 |
-    | slot*16 + 2 | base_gpus | log2(1 + min GPUs) / 6 |
-    | slot*16 + 3 | elastic_range | log2(1 + max - min GPUs) / 6 |
-    | slot*16 + 4 | any_type | 1 if it may run on any GPU type (loaned servers) |
-    | slot*16 + 5 | remaining | log1p(remaining isolated run time, h) / 5 |
-    | slot*16 + 6 | waiting | log1p(hours waited) / 5 |
-    | slot*16 + 7 | te | 1 for a trial-and-error job |
-    | slot*16 + 8 | has_deadline | 1 if it has a deadline |
-    | slot*16 + 9 | slack | tanh((deadline - now - remaining) / 24 h), 0 without one |
-    | slot*16 + 10 | preemptions | min(preemptions, 5) / 5 |
-    | slot*16 + 11 | fits | 1 if it can start now (= the mask) |
-    | slot*16 + 12 | inference_speed | speed on the inference type / on the training type |
-    | slot*16 + 13 | attained | log1p(GPU-hours held so far) / 5 |
-    | slot*16 + 14 | remaining_base | log1p(remaining run time at its min GPUs, h) / 5 |
-    | slot*16 + 15 | ahead_gpus | min GPUs of the visible jobs with less remaining_base / GPUs open to training |
-    | K*16 + 0 | training_free | free / up GPUs of the training pool |
-    | K*16 + 1 | loaned_free | free loaned GPUs / all inference GPUs |
-    | K*16 + 2 | loaned | servers on loan / inference servers |
-    | K*16 + 3 | reclaiming | servers being reclaimed / inference servers |
-    | K*16 + 4 | inference_load | inference demand, share of its GPUs |
-    | K*16 + 5, 6 | day_sin, day_cos | time of day |
-    | K*16 + 7 | queue | log1p(jobs waiting) / 5 |
-    | K*16 + 8 | hidden | log1p(jobs waiting beyond the K slots) / 5 |
-    | K*16 + 9 | running | log1p(jobs holding GPUs) / 5 |
-    | K*16 + 10 | to_arrive | share of the episode's jobs not yet submitted |
-    | K*16 + 11 | largest_free | largest free block on one training server / its size |
+    | slot*17 + 0 | present | 1 if the slot holds a job |
+    | slot*17 + 1 | gpus | log2(1 + requested GPUs) / 6 |
+    | slot*17 + 2 | base_gpus | log2(1 + min GPUs) / 6 |
+    | slot*17 + 3 | elastic_range | log2(1 + max - min GPUs) / 6 |
+    | slot*17 + 4 | any_type | 1 if it may run on any GPU type (so on loaned inference servers) |
+    | slot*17 + 5 | remaining | log1p(remaining run time alone, h) / 5, as revealed (0 at information none) |
+    | slot*17 + 6 | waiting | log1p(hours waited so far) / 5 |
+    | slot*17 + 7 | te | 1 for a trial-and-error job |
+    | slot*17 + 8 | has_deadline | 1 if it has a deadline |
+    | slot*17 + 9 | slack | tanh((deadline - now - remaining) / 24 h); 0 without a deadline |
+    | slot*17 + 10 | preemptions | min(preemptions, 5) / 5 |
+    | slot*17 + 11 | fits | 1 if it can start now (the action mask) |
+    | slot*17 + 12 | inference_speed | its speed on the inference GPU type / on the training type (0 if pinned) |
+    | slot*17 + 13 | attained | log1p(GPU-hours held so far) / 5 |
+    | slot*17 + 14 | remaining_base | log1p(remaining run time at its min GPUs, h) / 5, as remaining |
+    | slot*17 + 15 | ahead_gpus | min GPUs of the visible jobs with less remaining_base / GPUs open to training |
+    | slot*17 + 16 | predicted | log1p(duration predicted from finished jobs of its user and template, h) / 5 (QSSF) |
+    | K*17 + 0 | training_free | free / up GPUs of the training pool |
+    | K*17 + 1 | loaned_free | free loaned GPUs / all inference GPUs |
+    | K*17 + 2 | loaned | servers on loan / inference servers |
+    | K*17 + 3 | reclaiming | servers being reclaimed / inference servers |
+    | K*17 + 4 | inference_load | inference demand, share of its GPUs |
+    | K*17 + 5 | day_sin | sin of the time of day |
+    | K*17 + 6 | day_cos | cos of the time of day |
+    | K*17 + 7 | queue | log1p(jobs waiting) / 5 |
+    | K*17 + 8 | hidden | log1p(jobs waiting beyond the visible slots) / 5 |
+    | K*17 + 9 | running | log1p(jobs holding GPUs) / 5 |
+    | K*17 + 10 | to_arrive | share of the episode's jobs not yet submitted |
+    | K*17 + 11 | largest_free | largest free block on one training server / its size |
 
     ## Action Mask
     ``action_masks()`` (what sb3-contrib's MaskablePPO calls) and ``info["action_mask"]``: slot
@@ -86,7 +91,7 @@ class OrderingEnv(CoreEnv):
     ``info["metrics"]`` holds the episode's summary (the keys of evaluate.py's results.json).
 
     ## Arguments
-    ``gymnasium.make("loangym/Ordering-v0", scenario="default", overrides=None, trace=None,
+    ``gymnasium.make("loangym/Ordering-v1", scenario="default", overrides=None, trace=None,
     seeds=(0, 10000), max_jobs=32, placement="aryl", scaling="aryl", reclaim="aryl",
     preemption="aryl", reward="jct", placer=None)``. ``placement`` names the heuristic that
     decides whether a job fits, its gang size and (unless ``placer`` is given) its servers;
@@ -95,8 +100,11 @@ class OrderingEnv(CoreEnv):
     ``[seeds[0], seeds[1])`` with the env's RNG; ``reset(options={"scenario_seed": s})`` picks one.
 
     ## Version History
-    * v0: initial version (observation layout 2: 16 job features); "advance" masked while the
-      cluster is idle and a job can start (it was always valid).
+    * v1: observation layout 4: features defined by name, durations as the information level
+      reveals them, and ``predicted`` (17 job features).
+    * v0 (no longer built; ``gymnasium.make`` refuses it naming v1): layouts 1 to 3 (16 job
+      features from layout 2 on); "advance" masked while the cluster is idle and a job can start
+      (it was always valid).
     """
 
     def __init__(self, max_jobs: int = 32, placer: Any = None, **kwargs: Any) -> None:
@@ -104,7 +112,7 @@ class OrderingEnv(CoreEnv):
         self.placer = placer  # a frozen placement agent: placer(core) places core.placing
         self.slots = max_jobs
         self.action_space = MaskedDiscrete(max_jobs + 1, self.action_masks)
-        self._obs_size = max_jobs * len(JOB_FEATURES) + len(CLUSTER_FEATURES)
+        self._obs_size = max_jobs * len(JOB) + len(CLUSTER)
         self.observation_space = spaces.Box(-1.0, 1.0, (self._obs_size,), np.float32)
         self._visible: list[int] = []
         self._fits: list[bool] = []

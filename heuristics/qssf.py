@@ -40,6 +40,7 @@ class DurationHistory:
     window: int = 20
     _cursor: int = 0
     _by: dict[tuple[str, ...], deque[float]] = field(default_factory=dict)
+    _median: dict[tuple[str, ...], float] = field(default_factory=dict)
 
     def sync(self, view: ClusterView) -> None:
         done, self._cursor = view.finished_since(self._cursor)
@@ -47,14 +48,18 @@ class DurationHistory:
             spec = view.job(job)
             work = view.state(job).work_done
             for key in ((spec.user, template_of(spec)), (spec.user,), ()):
-                self._by.setdefault(key, deque(maxlen=self.window)).append(work)
+                past = self._by.setdefault(key, deque(maxlen=self.window))
+                past.append(work)
+                self._median[key] = float(statistics.median(past))
 
     def predict(self, spec: JobSpec) -> float | None:
         """The predicted duration (seconds on its requested GPUs), or None with no history yet."""
+        median = self._median
+        if not median:
+            return None
         for key in ((spec.user, template_of(spec)), (spec.user,), ()):
-            past = self._by.get(key)
-            if past:
-                return float(statistics.median(past))
+            if key in median:
+                return median[key]
         return None
 
 

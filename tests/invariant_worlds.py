@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 from envs.sim.accuracy import LearningCurve, ModelTask
 from envs.sim.engine import Engine, SimConfig, SimResult
 from envs.sim.inference import DemandCurve, InferenceConfig
+from envs.sim.information import Knowledge
 from envs.sim.model import A100, T4, V100, JobClass, JobSpec, Pool, ServerSpec
 from envs.sim.policy import (
     PLACEABLE,
@@ -65,6 +66,7 @@ class World:
     inference: InferenceConfig | None
     config: SimConfig
     seed: int
+    knowledge: Knowledge = Knowledge()  # what the policy may know of durations
 
     @property
     def failures(self) -> bool:
@@ -199,7 +201,9 @@ def worlds(draw: st.DrawFn, max_jobs: int = 30) -> World:
         fluctuation=draw(choice(0.0, 0.0, 0.2)),
         contention=draw(choice(0.0, 0.0, 0.1, 0.5)),
     )
-    return World(tuple(servers), tuple(jobs), inference, config, draw(ints(0, 2**16)))
+    level = draw(choice("clairvoyant", "clairvoyant", "estimate", "none"))
+    factor = tuple(draw(st.floats(0.2, 5.0)) if level == "estimate" else 1.0 for _ in jobs)
+    return World(tuple(servers), tuple(jobs), inference, config, draw(ints(0, 2**16)), Knowledge(level, factor))
 
 
 def make_policy(name: str, world: World) -> Any:
@@ -218,7 +222,14 @@ def simulate(world: World, policy: Any) -> SimResult:
         n_inf = sum(s.pool == Pool.INFERENCE for s in world.servers)
         demand = DemandCurve(world.inference, n_inf, np.random.default_rng(world.seed))
     rng = np.random.default_rng(world.seed + 2)
-    return Engine(world.servers, world.jobs, policy, TP, demand, world.config, rng, log=True).run()
+    knowledge = world.knowledge
+    name = getattr(policy, "name", "")
+    if knowledge.level == "none" and name in registry.names() and registry.entry(name).needs != "none":
+        knowledge = Knowledge("estimate", knowledge.factor)  # a policy that needs durations gets estimates
+    engine = Engine(world.servers, world.jobs, policy, TP, demand, world.config, rng, log=True, knowledge=knowledge)
+    if hasattr(policy, "attach"):
+        policy.attach(engine)  # a checker reads the truth beside the policy's view
+    return engine.run()
 
 
 def merged(base: Alloc, flex: Alloc) -> dict[int, int]:

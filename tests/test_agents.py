@@ -17,7 +17,7 @@ import envs  # noqa: F401
 from agents.bc import BCConfig, behaviour_clone, discounted_returns, split_episodes
 from agents.dataset import RecordConfig, record
 from agents.networks import SlotPolicy, ordering_policy_kwargs, placement_policy_kwargs
-from envs.obs import SERVER_FEATURES
+from envs.obs import JOB, SERVER
 
 th.set_num_threads(1)
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,7 +26,7 @@ SMALL = {"workload.synthetic.num_jobs": "40"}
 
 def _model(env_id: str, activation: str = "tanh", **kw) -> tuple[MaskablePPO, gym.Env]:
     env = gym.make(env_id, overrides=SMALL, **kw)
-    if env_id.endswith("Ordering-v0"):
+    if env_id.endswith("Ordering-v1"):
         pk = ordering_policy_kwargs(32, activation=activation)
     else:
         pk = placement_policy_kwargs(env.unwrapped.num_servers, activation=activation)
@@ -35,7 +35,7 @@ def _model(env_id: str, activation: str = "tanh", **kw) -> tuple[MaskablePPO, gy
 
 @pytest.mark.parametrize("activation", ["tanh", "relu"])
 @pytest.mark.parametrize(
-    "env_id, items, item_dim", [("loangym/Ordering-v0", 32, 16), ("loangym/Placement-v0", None, len(SERVER_FEATURES))]
+    "env_id, items, item_dim", [("loangym/Ordering-v1", 32, len(JOB)), ("loangym/Placement-v1", None, len(SERVER))]
 )
 def test_permuting_items_permutes_logits_and_keeps_the_value(env_id, items, item_dim, activation):
     model, env = _model(env_id, activation)
@@ -61,12 +61,12 @@ def test_permuting_items_permutes_logits_and_keeps_the_value(env_id, items, item
 
 def test_a_policy_saved_without_an_activation_loads_with_tanh():
     """Checkpoints from before the ``activation`` setting were trained with tanh."""
-    env = gym.make("loangym/Ordering-v0", overrides=SMALL)
+    env = gym.make("loangym/Ordering-v1", overrides=SMALL)
     kw = ordering_policy_kwargs(32)
     del kw["activation"]
     acts = {type(m) for m in MaskablePPO(SlotPolicy, env, policy_kwargs=kw, device="cpu").policy.modules()}
     assert th.nn.Tanh in acts and th.nn.ReLU not in acts
-    acts = {type(m) for m in _model("loangym/Ordering-v0", "relu")[0].policy.modules()}
+    acts = {type(m) for m in _model("loangym/Ordering-v1", "relu")[0].policy.modules()}
     assert th.nn.ReLU in acts and th.nn.Tanh not in acts
 
 
@@ -93,7 +93,7 @@ def test_behaviour_cloning_reaches_90_percent_held_out_accuracy_on_default():
             expert="sjf", episodes=8, seed=50_000, placement="aryl", scaling="aryl", reclaim="aryl", preemption="aryl"
         )
     )
-    env = gym.make("loangym/Ordering-v0")
+    env = gym.make("loangym/Ordering-v1")
     model = MaskablePPO(SlotPolicy, env, policy_kwargs=ordering_policy_kwargs(32), seed=0, device="cpu")
     before = np.mean(demos.actions == demos.action_masks.shape[1] - 1)  # share of "advance"
     report = behaviour_clone(model, demos, BCConfig(epochs=25, seed=0))

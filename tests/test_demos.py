@@ -17,7 +17,7 @@ import pytest
 import demos as demos_cli
 from agents import dataset as ds
 from agents.dataset import DemoError, load_demos, load_merged
-from envs.obs import CLUSTER_FEATURES, JOB_FEATURES, OBS_VERSION
+from envs.obs import CLUSTER, JOB, OBS_VERSION
 from envs.sim import scenarios
 from envs.sim.metrics import TIMING_KEYS, summarize
 from heuristics import registry
@@ -25,7 +25,7 @@ from heuristics import registry
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = ["--set", "workload.synthetic.num_jobs=30"]
 K = 40  # job slots: more than the 30 jobs of an episode, so no waiting job is ever hidden
-OBS_DIM = K * len(JOB_FEATURES) + len(CLUSTER_FEATURES)  # the ordering env's layout
+OBS_DIM = K * len(JOB) + len(CLUSTER)  # the ordering env's layout
 ARRAY_NAMES = ["obs", "actions", "action_masks", "rewards", "episode_starts", "episode_ids", "expert_ids"]
 
 
@@ -86,7 +86,7 @@ def test_ordering_smoke_file_is_plain_numpy_with_the_documented_layout(ordering_
     np.testing.assert_array_equal(a["episode_ids"], np.repeat([0, 1], steps))
     np.testing.assert_array_equal(np.flatnonzero(a["episode_starts"]), [0, steps[0]])
 
-    assert (meta["format"], meta["version"], meta["env_id"]) == ("loangym-demos", 1, "loangym/Ordering-v0")
+    assert (meta["format"], meta["version"], meta["env_id"]) == ("loangym-demos", 1, "loangym/Ordering-v1")
     assert (meta["obs_version"], meta["obs_dim"], meta["n_actions"]) == (OBS_VERSION, OBS_DIM, K + 1)
     assert meta["experts"] == [expert]
     (src,) = meta["sources"]
@@ -115,7 +115,7 @@ def test_ordering_smoke_file_is_plain_numpy_with_the_documented_layout(ordering_
 def test_one_file_for_several_experts_tells_them_apart(placement_run):
     out, stdout = placement_run
     d = load_demos(out)
-    assert d.meta.env_id == "loangym/Placement-v0" and d.meta.experts == ("aryl", "sjf")
+    assert d.meta.env_id == "loangym/Placement-v1" and d.meta.experts == ("aryl", "sjf")
     steps = [s.episodes[0].steps for s in d.meta.sources]
     np.testing.assert_array_equal(d.expert_ids, np.repeat([0, 1], steps))
     np.testing.assert_array_equal(d.episode_ids, np.repeat([0, 1], steps))
@@ -179,18 +179,18 @@ def test_the_same_command_gives_identical_arrays(ordering_run):
 # ---------------------------------------------------------------------- loading
 def test_the_loader_checks_the_env(ordering_run):
     path = ordering_run[0] / "fifo.npz"
-    ok = gym.make("loangym/Ordering-v0", scenario="default", max_jobs=K)
+    ok = gym.make("loangym/Ordering-v1", scenario="default", max_jobs=K)
     assert len(load_demos(path, env=ok)) == len(load_demos(path))
-    other = gym.make("loangym/Ordering-v0", scenario="default", max_jobs=8)
-    small = 8 * len(JOB_FEATURES) + len(CLUSTER_FEATURES)
+    other = gym.make("loangym/Ordering-v1", scenario="default", max_jobs=8)
+    small = 8 * len(JOB) + len(CLUSTER)
     with pytest.raises(
         DemoError,
         match=rf"fifo\.npz' does not match the env: obs_dim {OBS_DIM} in the file, {small} in the env; "
         rf"n_actions {K + 1} in the file, 9 in the env\.$",
     ):
         load_demos(path, env=other)
-    with pytest.raises(DemoError, match=r"env id 'loangym/Ordering-v0' in the file, 'loangym/Placement-v0' in the env"):
-        load_demos(path, env=gym.make("loangym/Placement-v0", scenario="default").unwrapped)
+    with pytest.raises(DemoError, match=r"env id 'loangym/Ordering-v1' in the file, 'loangym/Placement-v1' in the env"):
+        load_demos(path, env=gym.make("loangym/Placement-v1", scenario="default").unwrapped)
 
 
 def write_raw(dst: Path, arrays: dict[str, np.ndarray], meta: dict) -> Path:
@@ -250,7 +250,7 @@ def test_merging_keeps_episodes_and_experts_apart(ordering_run, placement_run):
     path = ds.save_demos(m, out.parent / "merged.npz")
     np.testing.assert_array_equal(load_demos(path).obs, np.concatenate([fifo.obs, aryl.obs]))
     path.unlink()
-    with pytest.raises(DemoError, match=r"both\.npz' has env_id 'loangym/Placement-v0'.*cannot be merged"):
+    with pytest.raises(DemoError, match=r"both\.npz' has env_id 'loangym/Placement-v1'.*cannot be merged"):
         load_merged([out / "fifo.npz", placement_run[0]])
 
 

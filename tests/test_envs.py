@@ -14,7 +14,7 @@ from stable_baselines3.common.env_checker import check_env as sb3_check_env
 import envs
 from envs.base import InvalidAction
 from envs.dual import env as dual_env
-from envs.obs import SERVER_FEATURES
+from envs.obs import SERVER
 from envs.sim import scenarios
 from envs.sim.metrics import TIMING_KEYS, summarize
 from envs.sim.policy import ComposedScheduler
@@ -120,7 +120,7 @@ def test_an_agent_that_always_waits_cannot_idle_the_cluster_forever():
     """The "advance" action is masked while nothing runs and a job could start: an agent that advances
     whenever it may still finishes every job (it used to idle until the stall guard cut the
     episode, and its average JCT then counted only the jobs that had finished)."""
-    env = make("loangym/Ordering-v0", "default").unwrapped
+    env = make("loangym/Ordering-v1", "default").unwrapped
     _, info = env.reset(seed=0)
     assert not env.core.view.running and not info["action_mask"][-1]
     te = tr = False
@@ -130,7 +130,7 @@ def test_an_agent_that_always_waits_cannot_idle_the_cluster_forever():
 
 
 def test_jct_reward_sums_to_minus_mean_jct_in_hours():
-    env = make("loangym/Ordering-v0", "default").unwrapped
+    env = make("loangym/Ordering-v1", "default").unwrapped
     env.reset(seed=3)
     total, done = 0.0, False
     while not done:
@@ -147,7 +147,7 @@ def test_ordering_expert_reproduces_its_heuristic(name):
     """Every component heuristic as the ordering expert with its own components equals its own
     evaluate.py run (same seed), with enough slots that no waiting job is hidden."""
     kw = dict(placement=name, scaling=name, reclaim=name, preemption=name, max_jobs=400)
-    env = gym.make("loangym/Ordering-v0", scenario="default", **kw).unwrapped
+    env = gym.make("loangym/Ordering-v1", scenario="default", **kw).unwrapped
     env.reset(options={"scenario_seed": 5})
     done = False
     while not done:
@@ -162,7 +162,7 @@ def test_ordering_expert_reproduces_its_heuristic(name):
 @pytest.mark.parametrize("name", COMPONENT_POLICIES)
 def test_placement_expert_reproduces_its_heuristic(name):
     kw = dict(ordering=name, placement=name, scaling=name, reclaim=name, preemption=name)
-    env = gym.make("loangym/Placement-v0", scenario="default", **kw).unwrapped
+    env = gym.make("loangym/Placement-v1", scenario="default", **kw).unwrapped
     env.reset(options={"scenario_seed": 5})
     done = False
     while not done:
@@ -176,7 +176,7 @@ def test_placement_expert_reproduces_its_heuristic(name):
 
 def test_speed_estimator_learns_the_machines_speeds_in_the_cloud_scenario():
     env = gym.make(
-        "loangym/Placement-v0", scenario="cloud", ordering="sjf", placement="sjf", scaling="sjf", reclaim="sjf"
+        "loangym/Placement-v1", scenario="cloud", ordering="sjf", placement="sjf", scaling="sjf", reclaim="sjf"
     ).unwrapped
     env.reset(options={"scenario_seed": 1})
     done = False
@@ -196,10 +196,10 @@ def test_placement_observation_says_where_the_rest_of_the_gang_fits():
     """fits_left and spare read each server's free GPUs against the workers still to place; with
     them best fit (Aryl's placement, the expert) is visible per server: it picks, within its
     preferred pool, a server that holds the rest with the least spare."""
-    env = gym.make("loangym/Placement-v0", scenario="default", ordering="sjf", overrides=small("default")).unwrapped
+    env = gym.make("loangym/Placement-v1", scenario="default", ordering="sjf", overrides=small("default")).unwrapped
     obs, info = env.reset(options={"scenario_seed": 3})
-    g = len(SERVER_FEATURES)
-    fits, spare, pool = (SERVER_FEATURES.index(f) for f in ("fits_left", "spare", "inference"))
+    g = len(SERVER)
+    fits, spare, pool = (SERVER.col[f] for f in ("fits_left", "spare", "inference"))
     steps = 0
     while True:
         core = env.core
@@ -256,8 +256,8 @@ def test_a_copy_after_reset_and_mid_episode_continues_bit_identically(env_id, or
     original does, to the episode's end. mlfs and aryl rank lazily (their rankings read the
     cluster as jobs start), so the placement env holds a ranking half walked; in the ordering env
     the expert of that name walks one."""
-    kw = {"ordering": ordering} if env_id == "loangym/Placement-v0" else {}
-    expert = ordering if env_id == "loangym/Ordering-v0" else None
+    kw = {"ordering": ordering} if env_id == "loangym/Placement-v1" else {}
+    expert = ordering if env_id == "loangym/Ordering-v1" else None
     env = gym.make(env_id, scenario="default", overrides=small("default"), **kw).unwrapped
     actions = _episode(env, 11, expert)
     assert len(actions) >= 10
@@ -302,7 +302,7 @@ def test_a_copy_of_the_dual_env_continues_bit_identically():
 
 
 def test_an_env_pickled_before_reset_is_a_working_env():
-    env = make("loangym/Placement-v0", "default")
+    env = make("loangym/Placement-v1", "default")
     dup = pickle.loads(pickle.dumps(env))
     _same_step(env.reset(seed=2), dup.reset(seed=2))
 
@@ -310,7 +310,7 @@ def test_an_env_pickled_before_reset_is_a_working_env():
 def test_a_vector_env_of_spawned_processes_steps_reset_envs():
     """AsyncVectorEnv with the spawn context pickles each env factory; here it closes over an env
     that was reset and stepped (what failed with "cannot pickle 'generator'")."""
-    env = make("loangym/Placement-v0", "default")
+    env = make("loangym/Placement-v1", "default")
     env.reset(seed=5)
     env.step(int(np.flatnonzero(env.unwrapped.action_masks())[0]))
     vec = gym.vector.AsyncVectorEnv([lambda: env], context="spawn")

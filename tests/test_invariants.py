@@ -153,7 +153,8 @@ def check_view(view: ClusterView, config: SimConfig, jobs: Sequence[int] | None 
 
 
 class Checked:
-    """Wraps a policy; checks the view at every decision, after every action and at reclaims."""
+    """Wraps a policy; checks the simulator's true state (an oracle's view of the engine, whatever
+    the world's information level) at every decision, after every action and at reclaims."""
 
     def __init__(self, inner: Any, config: SimConfig) -> None:
         self.inner = inner
@@ -162,6 +163,11 @@ class Checked:
         self.borrows = inner.borrows
         self.decisions = self.actions = self.reclaims = 0
         self._last = -math.inf
+        self.truth: ClusterView | None = None
+
+    def attach(self, engine: Any) -> None:
+        """Called by ``invariant_worlds.simulate`` once the engine exists."""
+        self.truth = ClusterView(engine, oracle=True)
 
     @property
     def round_s(self) -> float | None:
@@ -170,7 +176,8 @@ class Checked:
     def _tick(self, view: ClusterView) -> None:
         assert view.now >= self._last, "time went backwards"
         self._last = view.now
-        check_view(view, self.config)
+        assert self.truth is not None
+        check_view(self.truth, self.config)
 
     def decide(self, view: ClusterView) -> Iterator[Action]:
         self.decisions += 1
@@ -180,9 +187,11 @@ class Checked:
             yield action
             self.actions += 1
             acted = True
-            check_view(view, self.config, (action.job,))  # servers, and the job acted on
+            assert self.truth is not None
+            check_view(self.truth, self.config, (action.job,))  # servers, and the job acted on
         if acted:
-            check_view(view, self.config)  # everything, once the decision is applied
+            assert self.truth is not None
+            check_view(self.truth, self.config)  # everything, once the decision is applied
 
     def reclaim(self, view: ClusterView, k: int) -> list[int]:
         self.reclaims += 1

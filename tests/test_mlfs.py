@@ -329,7 +329,7 @@ def test_the_policies_are_registered_and_configurable():
 def test_the_ordering_expert_reproduces_mlfs_on_the_deadline_scenario(name):
     sets = {"workload.synthetic.num_jobs": "150", "cluster.training_servers": "4"}
     kw = dict(placement=name, scaling=name, reclaim=name, preemption=name, max_jobs=400)
-    env = gym.make("loangym/Ordering-v0", scenario="deadline", overrides=sets, **kw).unwrapped
+    env = gym.make("loangym/Ordering-v1", scenario="deadline", overrides=sets, **kw).unwrapped
     env.reset(options={"scenario_seed": 2})
     done = False
     while not done:

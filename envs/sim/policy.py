@@ -53,6 +53,8 @@ class ServerStatus(enum.IntEnum):
 
 PLACEABLE = (ServerStatus.AVAILABLE, ServerStatus.LOANED)
 _RUNNING = JobStatus.RUNNING  # for the hot accessors (an enum member lookup costs more than the test)
+_PENDING = JobStatus.PENDING
+_HOLDING = (JobStatus.RUNNING, JobStatus.PREEMPTING)
 
 
 # ----------------------------------------------------------------------------- actions
@@ -461,15 +463,21 @@ class ClusterView:
     def progress(self, jobs: Sequence[int]) -> Progress:
         """Remaining work (as revealed), time waited, attained service and preemptions of ``jobs``."""
         e = self._e
-        now = e.now
-        rec = [e.jobs[j] for j in jobs]
-        held = (JobStatus.RUNNING, JobStatus.PREEMPTING)
-        return Progress(
-            np.array([self.remaining_work(j) for j in jobs], dtype=np.float64),
-            np.array([j.queued_time + (now - j.queued_since if j.status == JobStatus.PENDING else 0.0) for j in rec]),
-            np.array([j.attained + ((now - j.held_since) * j.workers if j.status in held else 0.0) for j in rec]),
-            np.array([j.preemptions for j in rec], dtype=np.float64),
-        )
+        now, records = e.now, e.jobs
+        out = np.empty((4, len(jobs)))
+        for i, idx in enumerate(jobs):
+            j = records[idx]
+            status = j.status
+            if status == _PENDING:  # the common case: settled, holding nothing
+                out[0, i] = self.remaining_work(idx) if self._level != "clairvoyant" else max(0.0, j.work - j.work_done)
+                out[1, i] = j.queued_time + now - j.queued_since
+                out[2, i] = j.attained
+            else:
+                out[0, i] = self.remaining_work(idx)
+                out[1, i] = j.queued_time
+                out[2, i] = j.attained + ((now - j.held_since) * j.workers if status in _HOLDING else 0.0)
+            out[3, i] = j.preemptions
+        return Progress(out[0], out[1], out[2], out[3])
 
     def speed_samples(self) -> list[SpeedSample]:
         """A sample of every running job that makes progress (see :class:`SpeedSample`)."""
