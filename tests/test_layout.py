@@ -14,7 +14,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-import envs  # noqa: F401
+import envs
 from envs.obs import CLUSTER, JOB, SERVER, Features
 from envs.ordering import OrderingEnv
 from envs.placement import PlacementEnv
