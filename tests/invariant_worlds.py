@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -66,7 +66,7 @@ class World:
     inference: InferenceConfig | None
     config: SimConfig
     seed: int
-    knowledge: Knowledge = Knowledge()  # what the policy may know of durations
+    knowledge: Knowledge = field(default_factory=Knowledge)  # what the policy may know of durations
 
     @property
     def failures(self) -> bool:
