@@ -6,9 +6,13 @@ sigma 0.05 per machine), runs that fluctuate (a log-normal factor, sigma 0.1, dr
 10%). So a job's duration depends on where it is placed. Every job may use any GPU type; the
 fee (GPU-hours x the type's price) is reported beside the JCT. 300 synthetic jobs at 90%
 offered load.
+
+Information: ``clairvoyant`` (the dual-agent paper's schedulers know each job's work; its point
+is the machines' latent speeds, which no level reveals).
 """
 
 from envs.sim.engine import SimConfig
+from envs.sim.information import InformationConfig
 from envs.sim.scenarios.base import ClusterConfig, Scenario, WorkloadConfig, register
 from envs.sim.workload import AttributeSampler, SyntheticWorkload
 
@@ -17,6 +21,7 @@ from envs.sim.workload import AttributeSampler, SyntheticWorkload
 def cloud() -> Scenario:
     return Scenario(
         name="cloud",
+        information=InformationConfig(level="clairvoyant"),
         cluster=ClusterConfig(training_mix="V100-32GB:6,A100-40GB:4,T4-16GB:6", inference_servers=0, speed_groups=4),
         workload=WorkloadConfig(
             synthetic=SyntheticWorkload(num_jobs=300), load=0.9, attributes=AttributeSampler(any_gpu_fraction=1.0)

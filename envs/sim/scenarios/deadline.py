@@ -67,6 +67,9 @@ Early stops carry load control's gain; migrations are rare (1-5 per run).
 Needs ``Scenario.make_jobs`` in ``scenarios/base.py`` (the hook through which a scenario adds
 attributes the generic workload does not draw); without it the jobs come out without these
 features (no deadlines, curves or demands).
+
+Information: ``clairvoyant`` (MLFS's priorities read each job's remaining time r and its
+iteration progress, as its paper assumes).
 """
 
 from __future__ import annotations
@@ -80,6 +83,7 @@ import numpy as np
 
 from envs.sim.accuracy import LearningCurve, ModelTask, ResourceDemand
 from envs.sim.engine import SimConfig
+from envs.sim.information import InformationConfig
 from envs.sim.model import JobSpec
 from envs.sim.scenarios.base import ClusterConfig, Scenario, WorkloadConfig, register
 from envs.sim.settings import Each, Num, Settings, Span
@@ -259,6 +263,7 @@ class DeadlineScenario(Scenario):
 def deadline() -> Scenario:
     return DeadlineScenario(
         name="deadline",
+        information=InformationConfig(level="clairvoyant"),
         cluster=ClusterConfig(training_servers=10, inference_servers=0),
         workload=WorkloadConfig(
             synthetic=SyntheticWorkload(num_jobs=1860, gpu_demand=ITP_GPU_DEMAND, name_prefix="dl-"),

@@ -74,6 +74,10 @@ a preempted job pays it when it resumes, so churn costs round-based policies thr
 
 The phases are added through ``Scenario.make_jobs`` (the scenario's own seed stream), after the
 generic workload has drawn submit times, GPUs, durations and models.
+
+Information: ``clairvoyant`` as Shockwave's repository is: a job's total epochs (its work) is
+known, its future batch-size schedule is not (the ``speed_phases`` no policy reads; Shockwave
+infers them).
 """
 
 from __future__ import annotations
@@ -89,6 +93,7 @@ from typing import Annotated
 import numpy as np
 
 from envs.sim.engine import SimConfig
+from envs.sim.information import InformationConfig
 from envs.sim.model import JobSpec
 from envs.sim.scenarios.base import (
     DATA,
@@ -310,6 +315,7 @@ def dynamic() -> Scenario:
     w = shockwave_workload()
     return DynamicScenario(
         name="dynamic",
+        information=InformationConfig(level="clairvoyant"),
         cluster=ClusterConfig(training_servers=4, inference_servers=0),
         workload=WorkloadConfig(
             synthetic=w,

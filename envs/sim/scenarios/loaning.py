@@ -4,8 +4,13 @@ a four-hour peak at night). Synthetic Philly/ITP-like jobs at 90% offered load o
 pool (Aryl: 82% average training utilisation with queues of more than 3,000 s); jobs of models
 that scale well (resnet50, vgg16, bert) are elastic between half and twice their request; 21% of
 jobs accept any GPU type. 1,000 jobs, about 3.7 days of arrivals.
+
+Information: ``clairvoyant``: Aryl relies on jobs' running times, which "can be predicted with
+profiling and ML methods" (its section 4); ``benchmarks/estimate_error.py`` measures what
+prediction error costs (its section 7.5).
 """
 
+from envs.sim.information import InformationConfig
 from envs.sim.scenarios.base import ClusterConfig, Scenario, WorkloadConfig, register
 from envs.sim.workload import SyntheticWorkload
 
@@ -14,6 +19,7 @@ from envs.sim.workload import SyntheticWorkload
 def loaning() -> Scenario:
     return Scenario(
         name="loaning",
+        information=InformationConfig(level="clairvoyant"),
         cluster=ClusterConfig(training_servers=16, inference_servers=24),
         workload=WorkloadConfig(synthetic=SyntheticWorkload(num_jobs=1000), load=0.9),
     )

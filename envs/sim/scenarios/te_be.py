@@ -40,10 +40,14 @@ numbers below are **ours**, chosen from that description before any policy was r
   TE p95 slowdown 14-246 on seeds 0-4. Nothing else was changed.
 - **Mechanics**: the defaults (restart 30 s + 1 s per GPU; graceful preemption loses no work).
   No elastic jobs (elastic_fraction 0): FitGpp's jobs are rigid gangs.
+
+Information: ``clairvoyant`` (FitGpp's score needs no duration; only the ``lrtp`` comparison
+reads remaining times).
 """
 
 import math
 
+from envs.sim.information import InformationConfig
 from envs.sim.scenarios.base import ClusterConfig, Scenario, WorkloadConfig, register
 from envs.sim.workload import ITP_DURATION_MIXTURE, AttributeSampler, SyntheticWorkload
 
@@ -66,6 +70,7 @@ TE_BE_DURATION_MIXTURE: tuple[tuple[float, float, float], ...] = (
 def te_be() -> Scenario:
     return Scenario(
         name="te-be",
+        information=InformationConfig(level="clairvoyant"),
         version=2,
         cluster=ClusterConfig(training_servers=16, inference_servers=0),
         workload=WorkloadConfig(
