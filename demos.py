@@ -24,6 +24,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from agents import dataset as ds
+from envs.core import Components
 from envs.sim.config import ConfigError, parse_sets
 from envs.sim.inference import InferenceConfigError
 from envs.sim.workload import TraceError
@@ -69,10 +70,7 @@ def main(argv: list[str] | None = None) -> int:
                 seed=args.seed,
                 max_jobs=args.max_jobs,
                 ordering=args.ordering,
-                placement=args.placement,
-                scaling=args.scaling,
-                reclaim=args.reclaim,
-                preemption=args.preemption,
+                components=Components(args.placement, args.scaling, args.reclaim, args.preemption),
                 reward=args.reward,
                 command=command,
             )

@@ -32,7 +32,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-SCENARIO_SECTIONS = ("cluster.", "inference.", "workload.", "sim.")
+SCENARIO_SECTIONS = ("cluster.", "inference.", "workload.", "sim.", "information.")
 RUN_FLAGS = ("scenario", "trace", "total_steps", "rounds", "seed", "bc", "experts", "n_envs", "exp", "threads")
 """The flags that set a run's config (refused with --resume: the run continues as config.yaml says)."""
 

@@ -67,7 +67,7 @@ import numpy as np
 
 import envs  # noqa: F401  (registers the env ids)
 from agents.provenance import git_commit
-from envs.core import REWARDS, CoreConfig, composed
+from envs.core import REWARDS, Components, CoreConfig, composed
 from envs.sim import scenarios
 from envs.sim.config import ConfigError
 from envs.sim.fileio import atomic_open
@@ -221,9 +221,9 @@ class RecordConfig:
     :param max_jobs: the ordering env's job slots K (None: the env's default); the expert sees
         only those, so it equals its heuristic exactly while no more than K jobs wait.
     :param ordering: the placement env's ordering component (``expert``: the expert's own).
-    :param placement, scaling, reclaim, preemption: the components no agent controls
-        (``expert``: the expert's own, so the expert reproduces its heuristic; ``preemption``
-        may be ``none``). In the placement env ``placement`` is the expert itself.
+    :param components: the components no agent controls (``expert`` in a seat: the expert's own,
+        so the expert reproduces its heuristic; the preemption seat may be ``none``). In the
+        placement env the placement seat is the expert itself.
     :param reward: the env's reward by name (``envs.core.REWARDS``).
     :param command: the command line that asked for it, recorded in the meta.
     """
@@ -237,10 +237,7 @@ class RecordConfig:
     seed: int = 0
     max_jobs: int | None = None
     ordering: str = EXPERT
-    placement: str = EXPERT
-    scaling: str = EXPERT
-    reclaim: str = EXPERT
-    preemption: str = EXPERT
+    components: Components = Components(EXPERT, EXPERT, EXPERT, EXPERT)
     reward: str = "jct"
     command: tuple[str, ...] = ()
 
@@ -254,16 +251,24 @@ class RecordConfig:
     def _component(self, value: str) -> str:
         return self.expert if value == EXPERT else value
 
+    def resolved(self) -> Components:
+        """The components with ``expert`` replaced by the expert and ``none`` by no preemption."""
+        c = self.components
+        pre = c.preemption
+        return Components(
+            self._component(c.placement),
+            self._component(c.scaling),
+            self._component(c.reclaim),
+            None if pre in (None, NONE) else self._component(pre),
+        )
+
     def env_kwargs(self) -> dict[str, Any]:
         """The ``gymnasium.make`` keyword arguments of the env (``max_jobs`` only when given)."""
         kw: dict[str, Any] = {
             "scenario": "trace" if self.trace else self.scenario,
             "overrides": dict(self.overrides),
             "trace": self.trace,
-            "placement": self._component(self.placement),
-            "scaling": self._component(self.scaling),
-            "reclaim": self._component(self.reclaim),
-            "preemption": None if self.preemption == NONE else self._component(self.preemption),
+            "components": dataclasses.asdict(self.resolved()),  # JSON-ready, as the meta keeps it
             "reward": self.reward,
         }
         if self.env == "placement":
@@ -284,7 +289,7 @@ class RecordConfig:
         if self.env == "ordering" and self.ordering not in (EXPERT, self.expert):
             raise ConfigError("in the ordering env the expert is the ordering: --ordering applies to --env placement.")
         if self.env == "placement":
-            if self.placement not in (EXPERT, self.expert):
+            if self.components.placement not in (EXPERT, self.expert):
                 raise ConfigError(
                     "in the placement env the expert is the placement: --placement applies to --env ordering."
                 )

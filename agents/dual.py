@@ -42,7 +42,7 @@ from agents.bc import BCConfig, BCReport, behaviour_clone
 from agents.dataset import RecordConfig, load_merged, record, save_demos
 from agents.networks import ACTIVATIONS, SlotPolicy, ordering_policy_kwargs, placement_policy_kwargs
 from agents.partners import AgentOrdering, AgentPlacer, run_episode
-from envs.core import REWARDS, CoreConfig, composed
+from envs.core import REWARDS, Components, CoreConfig, composed
 from envs.obs import OBS_VERSION
 from envs.ordering import OrderingEnv
 from envs.placement import PlacementEnv
@@ -56,6 +56,8 @@ from heuristics import registry
 log = logging.getLogger(__name__)
 
 ORDERING, PLACEMENT = "ordering", "placement"
+DEFAULT_COMPONENTS = ("aryl-nogroup", "aryl-nogroup", "aryl", "aryl-nogroup")
+"""The training runs' placement, scaling, reclaim and preemption heuristics by default."""
 AGENTS = (ORDERING, PLACEMENT)
 SCHED_KEYS = ("avg_jct_s", "p95_jct_s", "avg_queue_s", "utilization", "preemptions", "jobs_unfinished")
 
@@ -95,31 +97,22 @@ class TrainConfig:
     """parallel envs per agent (DummyVecEnv)"""
     max_jobs: int = 32
     """job slots K of the ordering agent"""
-    placement: str = "aryl-nogroup"
-    """heuristic that decides whether a job fits and its gang size (and places in round 0).
-    Aryl's own components without its grouped placement (the paper's Table 6 ablation: elastic
-    jobs on training servers first, flexible workers may share their base's servers), because
-    on ``default`` the T4-first placement of elastic jobs costs JCT: SJF's ranking with these
-    components scores 20,328 s avg JCT on the eval seeds against 22,220 s with ``aryl``'s
-    (19,009 s against 21,217 s on seeds 300000-300019; standalone sjf 21,169 s and 20,304 s)"""
-    scaling: str = "aryl-nogroup"
-    """heuristic scaling the elastic jobs (Aryl's knapsack, flexible workers placed ungrouped)"""
-    reclaim: str = "aryl"
-    """heuristic returning loaned servers"""
-    preemption: str = "aryl-nogroup"
-    """heuristic acting before the starts of each decision (Aryl: scale in for phase 1)"""
+    components: Components = field(default_factory=lambda: Components(*DEFAULT_COMPONENTS))
+    """the heuristics in the seats no agent controls (``--set components.placement=aryl``): the
+    placement decides whether a job fits and its gang size (and places in round 0), the scaling
+    sets elastic jobs' flexible workers, the reclaim returns loans, the preemption acts first at
+    each decision. By default Aryl's own, without its grouped, T4-first placement of elastic
+    jobs (the paper's Table 6 ablation), which costs JCT on ``default`` (the README has the
+    figures)"""
     reward: str = "jct"
     """reward by name (envs.core.REWARDS)"""
     bc: bool = True
     """warm-start both agents by behaviour cloning"""
     experts: tuple[str, ...] = ("sjf",)
     """ordering experts whose demonstrations the ordering agent clones (SJF: the best ordering
-    on ``default``; with Aryl's own components its clone scored 21,685 s avg JCT on the eval
-    seeds, a clone of Aryl's and MLFS's rankings together 25,901 s)"""
+    on ``default``)"""
     demo_episodes: int = 24
-    """episodes of demonstrations per expert (24 and 60 BC passes, against 12 and 30: the clone
-    alone scored 20,552 s avg JCT on the eval seeds against 20,952 s; PPO's best after it 20,552 s
-    against 20,656 s)"""
+    """episodes of demonstrations per expert"""
     demo_seed: int = 50_000
     """first scenario seed of the demonstrations (kept apart from training and evaluation)"""
     bc_epochs: int = 60
@@ -148,8 +141,7 @@ class TrainConfig:
     hidden: int = 64
     """width of the slot networks"""
     activation: str = "relu"
-    """of the slot networks: ``relu`` or ``tanh`` (torch's CPU tanh costs 25x a ReLU here: the
-    networks train about 1.5x faster with ReLU, and clone and score as well)"""
+    """of the slot networks: ``relu`` or ``tanh`` (ReLU: torch's CPU tanh costs far more here)"""
     threads: int = 1
     """torch threads (1: two threads thrash a busy 2-core machine)"""
 
@@ -158,17 +150,14 @@ class TrainConfig:
             scenario=self.scenario,
             overrides=dict(self.overrides),
             trace=self.trace or None,
-            placement=self.placement,
-            scaling=self.scaling,
-            reclaim=self.reclaim,
-            preemption=self.preemption,
+            components=self.components,
             reward=self.reward,
         )
 
     def core_config(self, seeds: tuple[int, int] | None = None) -> CoreConfig:
         """The agents' episodes; the jobs that must be runnable are those every policy the run
         compares (its placement component's and the baselines) can run, so all replay the same."""
-        borrowing = all(registry.make(n).borrows for n in (self.placement, *self.baselines))
+        borrowing = all(registry.make(n).borrows for n in (self.components.placement, *self.baselines))
         return CoreConfig.from_kwargs(seeds=seeds or self.train_seeds, borrowing=borrowing, **self.core_kwargs())
 
     def phase_steps(self) -> list[tuple[int, str, int]]:
@@ -279,6 +268,10 @@ def _exp(v: str, c: TrainConfig) -> str | None:
     return None if ok else f"must be a name of letters, digits, '.', '_' and '-' (it names the run folder), got '{v}'"
 
 
+def _components(v: Components, c: TrainConfig) -> None:
+    v.validate(scenarios.get("trace" if c.trace else c.scenario, c.overrides).information.level)
+
+
 def _component(v: str, c: TrainConfig) -> None:
     composed(v)
 
@@ -306,10 +299,7 @@ RULES: dict[str, Rule] = {
     "ordering_share": _unit(open_low=False),
     "n_envs": _at_least(1),
     "max_jobs": _at_least(1),
-    "placement": _component,
-    "scaling": _component,
-    "reclaim": _component,
-    "preemption": lambda v, c: _component(v, c) if v else None,  # "" for none
+    "components": _components,
     "reward": _one_of(REWARDS),
     "bc": _type_only,
     "experts": _each(_component),
@@ -356,6 +346,8 @@ def _type_problem(value: Any, tp: Any) -> str | None:
         ok = isinstance(value, tuple) and len(value) == len(args)
         ok = ok and all(_type_problem(v, a) is None for v, a in zip(value, args, strict=True))
         want = f"{len(args)} integers"
+    elif isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        ok, want = isinstance(value, tp), f"a {tp.__name__}"
     elif origin is dict:
         ok = isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
         want = "a mapping of setting names to values"
@@ -427,7 +419,8 @@ class Trainer:
 
     def _placement_env(self, rank: int) -> Callable[[], gym.Env]:
         def make() -> gym.Env:
-            env = Monitor(gym.make("loangym/Placement-v1", ordering=self.config.placement, **self._env_kwargs()))
+            ordering = self.config.components.placement
+            env = Monitor(gym.make("loangym/Placement-v1", ordering=ordering, **self._env_kwargs()))
             env.reset(seed=self.config.seed * 1000 + 500 + rank)
             return env
 
@@ -522,7 +515,7 @@ class Trainer:
         reports = {}
         for agent, env, experts in (
             (ORDERING, self.ordering_env.envs[0], c.experts),
-            (PLACEMENT, self.placement_env.envs[0], (c.placement,)),
+            (PLACEMENT, self.placement_env.envs[0], (c.components.placement,)),
         ):
             if agent in self.state.bc:
                 continue
@@ -554,11 +547,10 @@ class Trainer:
             episodes=c.demo_episodes,
             seed=c.demo_seed,
             max_jobs=c.max_jobs if agent == ORDERING else None,
-            ordering=c.placement if agent == PLACEMENT else "expert",
-            placement=c.placement if agent == ORDERING else "expert",
-            scaling=c.scaling,
-            reclaim=c.reclaim,
-            preemption=c.preemption,
+            ordering=c.components.placement if agent == PLACEMENT else "expert",
+            components=dataclasses.replace(
+                c.components, placement=c.components.placement if agent == ORDERING else "expert"
+            ),
             reward=c.reward,
         )
         what = dataclasses.asdict(rc) | {"obs_version": OBS_VERSION}  # a layout change records afresh

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
 import hashlib
 import io
 import itertools
@@ -110,7 +111,7 @@ class Task:
         ]
         if self.agent is not None:
             a = self.agent
-            ident.append([a.max_jobs, a.placement, a.scaling, a.reclaim, a.preemption, a.reward])
+            ident.append([a.max_jobs, *dataclasses.astuple(a.components), a.reward])
         return hashlib.sha1(json.dumps(ident).encode()).hexdigest()[:16]
 
     def file_name(self) -> str:
@@ -238,7 +239,7 @@ def plan(
             agents[p] = load_agent(p)
         else:
             registry.entry(p)
-    lenders = {p: registry.make(agents[p].placement if p in agents else p).borrows for p in policies}
+    lenders = {p: registry.make(agents[p].components.placement if p in agents else p).borrows for p in policies}
     borrowing = all(lenders.values())
     labels = [agents[p].label if p in agents else p for p in policies]
     if len(set(labels)) < len(labels):
@@ -253,7 +254,7 @@ def plan(
         for scen_tuple, pol_points in points.items():
             scenario = scenarios.get(scen, dict(scen_tuple))
             for p in policies:
-                for name in _components(agents[p]) if p in agents else (p,):
+                for name in agents[p].components.names() if p in agents else (p,):
                     registry.check_information(name, scenario.information.level)
             for seed in seeds:
                 _check_runnable(scenario, seed, [p for p in policies if not lenders[p]])
@@ -270,10 +271,6 @@ def plan(
                     label = agent.label if agent else p
                     tasks.extend(Task(label, scen, s, scen_tuple, pol_tuple, agent, inputs, borrowing) for s in seeds)
     return list(dict.fromkeys(tasks))
-
-
-def _components(agent: AgentSpec) -> tuple[str, ...]:
-    return tuple(n for n in (agent.placement, agent.scaling, agent.reclaim, agent.preemption) if n)
 
 
 def _check_runnable(scenario: scenarios.Scenario, seed: int, non_lenders: Sequence[str]) -> None:

@@ -166,8 +166,13 @@ def load_config(run: Path, validate: bool = True) -> TrainConfig:
 def from_plain(raw: dict[str, Any], where: str) -> TrainConfig:
     from agents.dual import TrainConfig
 
+    from envs.core import Components
+
     hints = typing.get_type_hints(TrainConfig)
     names = {f.name for f in dataclasses.fields(TrainConfig)}
+    seats = {k: raw.pop(k) for k in Components.SEATS if k in raw}  # a config.yaml from before Components
+    if seats:
+        raw = {**raw, "components": {**dataclasses.asdict(TrainConfig().components), **seats}}
     unknown = set(raw) - names
     if unknown:
         raise RunDirError(f"{where}: unknown settings {', '.join(sorted(map(str, unknown)))}.")
@@ -177,6 +182,8 @@ def from_plain(raw: dict[str, Any], where: str) -> TrainConfig:
         origin = typing.get_origin(hints[k])
         values[k] = tuple(v) if origin is tuple and isinstance(v, list) else v
     try:
+        if isinstance(values.get("components"), dict):
+            values["components"] = Components(**values["components"])
         return TrainConfig(**values)
     except TypeError as e:
         raise ConfigError(f"{where}: {e}.") from None

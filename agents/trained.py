@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from envs.sim.config import ConfigError
+from envs.core import Components
 from envs.sim.engine import SimResult
 
 AGENT_PREFIX = "ppo:"
@@ -40,22 +41,11 @@ class AgentSpec:
     digest: str
     max_jobs: int
     num_servers: int
-    placement: str
-    scaling: str
-    reclaim: str
-    preemption: str
+    components: Components
     reward: str
 
     def core_kwargs(self, scenario: str, overrides: tuple[tuple[str, str], ...]) -> dict[str, Any]:
-        return dict(
-            scenario=scenario,
-            overrides=dict(overrides),
-            placement=self.placement,
-            scaling=self.scaling,
-            reclaim=self.reclaim,
-            preemption=self.preemption,
-            reward=self.reward,
-        )
+        return dict(scenario=scenario, overrides=dict(overrides), components=self.components, reward=self.reward)
 
 
 def load_agent(spec: str) -> AgentSpec:
@@ -95,10 +85,7 @@ def load_agent(spec: str) -> AgentSpec:
         digest=digest,
         max_jobs=config.max_jobs,
         num_servers=int(layout.get("num_servers", -1)),
-        placement=config.placement,
-        scaling=config.scaling,
-        reclaim=config.reclaim,
-        preemption=config.preemption,
+        components=config.components,
         reward=config.reward,
     )
     _check_loads(agent, layout)
@@ -142,7 +129,7 @@ def check_agent(agent: AgentSpec, scenario: str, overrides: tuple[tuple[str, str
     layout = load_layout(Path(agent.run))
     kw = agent.core_kwargs(scenario, overrides)
     dims = {"ordering_obs_dim": _dim(OrderingEnv(max_jobs=agent.max_jobs, **kw).observation_space)}
-    pe = PlacementEnv(ordering=agent.placement, **kw)
+    pe = PlacementEnv(ordering=agent.components.placement, **kw)
     if pe.num_servers == layout.get("num_servers"):
         dims["placement_obs_dim"] = _dim(pe.observation_space)
     for k, v in dims.items():
@@ -213,7 +200,7 @@ def episode(
     if servers != agent.num_servers:
         placement = None
         notes.append(
-            f"placement by heuristic '{agent.placement}': the scenario has {servers} servers, "
+            f"placement by heuristic '{agent.components.placement}': the scenario has {servers} servers, "
             f"the placement agent was trained for {agent.num_servers}"
         )
     config = CoreConfig.from_kwargs(**agent.core_kwargs(scenario, overrides), series=True, borrowing=borrowing)

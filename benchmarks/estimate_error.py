@@ -64,7 +64,9 @@ def main(argv: list[str] | None = None) -> int:
         label = label_of[json.dumps(dict(r.task.scenario_sets), sort_keys=True)]
         jct.setdefault((r.task.policy, label), []).append(r.metrics["avg_jct_s"])
     rows = []
-    print(f"avg JCT (s) on {args.scenario}, mean over seeds {args.seeds}; (x) = ratio to the policy's clairvoyant figure")
+    print(
+        f"avg JCT (s) on {args.scenario}, mean over seeds {args.seeds}; (x) = ratio to the policy's clairvoyant figure"
+    )
     print("policy".ljust(10) + "".join(label.rjust(18) for label, _ in columns))
     for policy in policies:
         ref = math.fsum(jct[(policy, "clairvoyant")]) / len(seeds)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -70,11 +70,44 @@ def composed(name: str) -> ComposedScheduler:
 
 
 @dataclass(frozen=True)
+class Components:
+    """The heuristics, by name, in the seats no agent controls: ``placement`` decides whether a
+    job fits, its gang size and (with no placement agent) its servers; ``scaling`` sets elastic
+    jobs' flexible workers; ``reclaim`` picks the loans that go back; ``preemption`` acts first at
+    each decision (``None``: nothing does). The env, training, recording and agent configs all
+    hold one."""
+
+    placement: str = "aryl"
+    scaling: str = "aryl"
+    reclaim: str = "aryl"
+    preemption: str | None = "aryl"
+
+    SEATS = ("placement", "scaling", "reclaim", "preemption")
+
+    def names(self) -> tuple[str, ...]:
+        """The heuristics named, in seat order (no preemption left out)."""
+        return tuple(n for n in (self.placement, self.scaling, self.reclaim, self.preemption) if n)
+
+    @classmethod
+    def of(cls, values: Mapping[str, Any]) -> Components:
+        """From a mapping that may hold the seats' names (a flat config of an older version)."""
+        return cls(**{k: values[k] for k in cls.SEATS if k in values})
+
+    def validate(self, level: str) -> None:
+        """Raise the user's error unless every seat names a component heuristic that can act at
+        information level ``level``."""
+        for name in self.names():
+            composed(name)
+            registry.check_information(name, level)
+
+
+@dataclass(frozen=True)
 class CoreConfig:
     """:param scenario: scenario name; ``overrides``: its ``--set`` pairs; ``trace``: a CSV to
     replay (implies the ``trace`` scenario).
     :param seeds: episode seeds are drawn from ``[lo, hi)`` by the env's own RNG.
-    :param placement, scaling, reclaim, preemption: heuristics that provide those components.
+    :param components: the heuristics in the seats no agent controls (:class:`Components`); the
+        env's keyword arguments ``placement``, ``scaling``, ``reclaim`` and ``preemption`` set them.
     :param reward: ``jct`` (default: -jobs in system x elapsed hours / jobs; sums to -mean JCT in
         hours), ``slowdown`` (sums to -mean slowdown), ``fee`` (-dollars / jobs), ``deadline``
         (-1 per job that finishes after its deadline)."""
@@ -83,10 +116,7 @@ class CoreConfig:
     overrides: tuple[tuple[str, str], ...] = ()
     trace: str | None = None
     seeds: tuple[int, int] = (0, 10_000)
-    placement: str = "aryl"
-    scaling: str = "aryl"
-    reclaim: str = "aryl"
-    preemption: str | None = "aryl"
+    components: Components = field(default_factory=Components)
     reward: str = "jct"
     series: bool = False  # keep the scenario's time series (evaluation plots them; training does not need them)
     borrowing: bool | None = (
@@ -99,6 +129,11 @@ class CoreConfig:
         if isinstance(overrides, Mapping):
             overrides = tuple((str(k), str(v)) for k, v in overrides.items())
         seeds = tuple(kw.pop("seeds", (0, 10_000)))
+        if isinstance(kw.get("components"), Mapping):  # as a record's JSON holds it
+            kw["components"] = Components(**kw["components"])
+        seats = {k: kw.pop(k) for k in Components.SEATS if k in kw}
+        if seats:
+            kw["components"] = dataclasses.replace(kw.get("components", Components()), **seats)
         cfg = CoreConfig(overrides=tuple(overrides), seeds=(int(seeds[0]), int(seeds[1])), **kw)
         cfg.validate()
         return cfg
@@ -108,10 +143,7 @@ class CoreConfig:
             raise ConfigError(f"unknown reward '{self.reward}'; valid rewards: {', '.join(REWARDS)}.")
         if not self.seeds[0] < self.seeds[1]:
             raise ConfigError(f"seeds must be a range [lo, hi) with lo < hi, got {self.seeds}.")
-        level = self.scenario_obj().information.level
-        for name in (self.placement, self.scaling, self.reclaim, *([self.preemption] if self.preemption else [])):
-            composed(name)
-            registry.check_information(name, level)
+        self.components.validate(self.scenario_obj().information.level)
 
     def scenario_obj(self) -> scenarios.Scenario:
         sets = dict(self.overrides)
@@ -136,8 +168,13 @@ class Core:
         c = self.config
         # one instance per heuristic name: its components may share state (and so may its expert)
         self.instances: dict[str, ComposedScheduler] = {}
-        place, scale, recl = self.heuristic(c.placement), self.heuristic(c.scaling), self.heuristic(c.reclaim)
-        pre = self.heuristic(c.preemption) if c.preemption else None
+        seats = c.components
+        place, scale, recl = (
+            self.heuristic(seats.placement),
+            self.heuristic(seats.scaling),
+            self.heuristic(seats.reclaim),
+        )
+        pre = self.heuristic(seats.preemption) if seats.preemption else None
         self.scheduler = ComposedScheduler(
             name="agent",
             ordering=place.ordering,  # unused by the core: the ordering seat is the agent's

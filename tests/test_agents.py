@@ -17,6 +17,7 @@ import envs  # noqa: F401
 from agents.bc import BCConfig, behaviour_clone, discounted_returns, split_episodes
 from agents.dataset import RecordConfig, record
 from agents.networks import SlotPolicy, ordering_policy_kwargs, placement_policy_kwargs
+from envs.core import Components
 from envs.obs import JOB, SERVER
 
 th.set_num_threads(1)
@@ -89,9 +90,7 @@ def test_behaviour_cloning_reaches_90_percent_held_out_accuracy_on_default():
     """The SJF ordering expert inside the default env (Aryl's components): the cloned policy's
     masked argmax agrees with the expert on >= 90% of held-out episodes' steps."""
     demos = record(
-        RecordConfig(
-            expert="sjf", episodes=8, seed=50_000, placement="aryl", scaling="aryl", reclaim="aryl", preemption="aryl"
-        )
+        RecordConfig(expert="sjf", episodes=8, seed=50_000, components=Components("aryl", "aryl", "aryl", "aryl"))
     )
     env = gym.make("loangym/Ordering-v1")
     model = MaskablePPO(SlotPolicy, env, policy_kwargs=ordering_policy_kwargs(32), seed=0, device="cpu")

@@ -95,10 +95,7 @@ def test_ordering_smoke_file_is_plain_numpy_with_the_documented_layout(ordering_
         "scenario": "default",
         "overrides": {"workload.synthetic.num_jobs": "30"},
         "trace": None,
-        "placement": expert,
-        "scaling": expert,
-        "reclaim": expert,
-        "preemption": expert,
+        "components": {"placement": expert, "scaling": expert, "reclaim": expert, "preemption": expert},
         "reward": "jct",
         "max_jobs": K,
     }
@@ -120,7 +117,8 @@ def test_one_file_for_several_experts_tells_them_apart(placement_run):
     np.testing.assert_array_equal(d.expert_ids, np.repeat([0, 1], steps))
     np.testing.assert_array_equal(d.episode_ids, np.repeat([0, 1], steps))
     assert [e.seed for e in d.episodes] == [5, 5]
-    assert d.meta.sources[1].env_kwargs["ordering"] == "sjf" and d.meta.sources[1].env_kwargs["placement"] == "sjf"
+    kwargs = d.meta.sources[1].env_kwargs
+    assert kwargs["ordering"] == "sjf" and kwargs["components"]["placement"] == "sjf"
     assert "aryl (placement): 1 episodes" in stdout and "sjf (placement): 1 episodes" in stdout
 
 

@@ -215,7 +215,7 @@ def test_placement_agent_for_another_cluster_size_is_replaced_and_noted(run_dir:
     r = ev.run_task(task)
     assert r.metrics["jobs_total"] == 40
     (note,) = r.notes
-    assert f"placement by heuristic '{TrainConfig().placement}'" in note and "trained for 20" in note
+    assert f"placement by heuristic '{TrainConfig().components.placement}'" in note and "trained for 20" in note
 
 
 def test_latest_checkpoints_serve_where_there_is_no_best(run_dir: Path, tmp_path: Path):

@@ -27,6 +27,7 @@ import pytest
 import train
 from agents import rundir
 from agents.dual import RULES, TrainConfig
+from envs.core import Components
 from envs.sim.config import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -146,10 +147,13 @@ BAD: dict[str, list[object]] = {
     "ordering_share": [-0.1, 1.5, math.nan],
     "n_envs": [0],
     "max_jobs": [0],
-    "placement": ["nope", "tiresias"],
-    "scaling": ["nope"],
-    "reclaim": ["nope"],
-    "preemption": ["nope"],
+    "components": [
+        Components("nope", "aryl", "aryl", "aryl"),
+        Components("tiresias", "aryl", "aryl", "aryl"),  # not built from components
+        Components("aryl", "aryl", "nope", None),
+        Components("aryl", "aryl", "aryl", "nope"),
+        "aryl",
+    ],
     "reward": ["nope"],
     "bc": ["yes", 1],
     "experts": [("nope",), ("tiresias",), "sjf"],
