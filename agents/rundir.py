@@ -165,7 +165,6 @@ def load_config(run: Path, validate: bool = True) -> TrainConfig:
 
 def from_plain(raw: dict[str, Any], where: str) -> TrainConfig:
     from agents.dual import TrainConfig
-
     from envs.core import Components
 
     hints = typing.get_type_hints(TrainConfig)

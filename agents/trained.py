@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from envs.sim.config import ConfigError
 from envs.core import Components
+from envs.sim.config import ConfigError
 from envs.sim.engine import SimResult
 
 AGENT_PREFIX = "ppo:"
