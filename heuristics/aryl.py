@@ -290,4 +290,4 @@ def afs(config: ArylConfig | None = None) -> ComposedScheduler:
 register("aryl", aryl, ArylConfig)
 register("aryl-basic", aryl_basic, ArylConfig)
 register("aryl-nogroup", aryl_nogroup, ArylConfig)
-register("afs", afs, ArylConfig)
+register("afs", afs, ArylConfig, needs="none")
