@@ -18,17 +18,21 @@ def pack(
     gpus: int,
     pools: Sequence[Pool] = TRAINING_ONLY,
     exclude: frozenset[int] = frozenset(),
+    gpu_type: str | None = None,
 ) -> Alloc | None:
     """Place ``gpus`` workers of ``job`` on as few servers as possible.
 
     Tries the pools in the given order and, within a pool, the GPU types the job allows in the
-    cluster's order. One server if any fits (best fit: the fewest free GPUs that suffice, lowest
-    id among equals); otherwise the servers with the most free GPUs, the last one chosen by best
-    fit for the remainder. ``exclude``: servers not to use. ``None`` if it does not fit.
+    cluster's order (only ``gpu_type`` if given). One server if any fits (best fit: the fewest
+    free GPUs that suffice, lowest id among equals); otherwise the servers with the most free
+    GPUs, the last one chosen by best fit for the remainder. ``exclude``: servers not to use.
+    ``None`` if it does not fit.
     """
     for pool in pools:
         for tname, p in view.pool_types():
             if p != pool or not job.allows(view.gpu_type(tname)) or view.total_free(tname, pool) < gpus:
+                continue
+            if gpu_type is not None and tname != gpu_type:
                 continue
             if not exclude:
                 sid = view.best_fit(tname, pool, gpus)

@@ -10,6 +10,14 @@ Preemption happens at round boundaries (every ``round_s``): the ranking is recom
 jobs in the system, the top of it that fits the GPU budget is chosen, running jobs outside that
 set are preempted, and chosen pending jobs start. Between rounds the policy backfills new and
 waiting jobs in rank order onto idle GPUs without preempting. It never borrows or scales.
+
+The budget is counted per GPU type (ours: Tiresias assumes one type): a gang runs on one type,
+so a job is chosen only if its GPUs fit the budget left on one type it allows (a running job on
+its own type; a pending one on the first such type in the cluster's order, where it then
+starts). On a one-type training pool this is the plain GPU budget. Counting GPUs over all types
+instead would choose a job that no type can hold, preempt others to make room for it, and then
+fail to start it, every round: the preempted jobs restart, lose what they ran to their
+checkpoint at the next round, and never progress.
 """
 
 from __future__ import annotations
@@ -75,20 +83,14 @@ class Tiresias:
                 self._offset[job] = s.attained_service
         running = [j for j in view.running if view.status_of(j) == JobStatus.RUNNING]
         ranked = sorted([*view.pending, *running], key=lambda j: self._key(view, j))
-        budget = free_gpus(view, TRAINING_ONLY) + sum(view.workers(j) for j in running)
-        chosen = set()
-        for job in ranked:
-            need = view.job(job).num_gpus
-            if need <= budget:
-                chosen.add(job)
-                budget -= need
+        chosen = _choose(view, ranked)
         for job in running:
             if job not in chosen:
                 yield Preempt(job)
         for job in ranked:
             if job in chosen and view.status_of(job) == JobStatus.PENDING:
                 spec = view.job(job)
-                alloc = pack(view, spec, spec.num_gpus)
+                alloc = pack(view, spec, spec.num_gpus, gpu_type=chosen[job])
                 if alloc is not None:
                     yield Start(job, alloc)
         # every pending job (the ones just preempted included), keyed by its fresh level
@@ -96,6 +98,46 @@ class Tiresias:
 
     def reclaim(self, view: ClusterView, k: int) -> list[int]:
         return list(self._reclaim.reclaim(view, k))
+
+
+def _choose(view: ClusterView, ranked: list[int]) -> dict[int, str]:
+    """The jobs that fit the per-type GPU budget in rank order, each with the type it runs on.
+
+    A running job keeps its type. A pending one takes the first type it allows (cluster order)
+    that holds it without displacing any running job ranked below it, else the first whose
+    budget still holds it (those running jobs are then preempted), else it is not chosen.
+    """
+    budget: dict[str, int] = {}  # GPUs per training type not yet given to a chosen job
+    below: dict[str, int] = {}  # of those, GPUs held by running jobs not yet reached in the ranking
+    for t, p in view.pool_types():
+        if p in TRAINING_ONLY:
+            budget[t] = view.total_free(t, p)
+            below[t] = 0
+    running: dict[int, str] = {}
+    for job in ranked:
+        status, held, _, _ = view.allocation(job)
+        if status == JobStatus.RUNNING and held in budget:
+            assert held is not None
+            running[job] = held
+            budget[held] += view.workers(job)
+            below[held] += view.workers(job)
+    chosen: dict[int, str] = {}
+    for job in ranked:
+        spec = view.job(job)
+        need = spec.num_gpus
+        here = running.get(job)
+        if here is not None:
+            below[here] -= need
+            if need <= budget[here]:
+                chosen[job] = here
+                budget[here] -= need
+            continue
+        types = [t for t in budget if need <= budget[t] and spec.allows(view.gpu_type(t))]
+        if types:
+            t = next((t for t in types if need <= budget[t] - below[t]), types[0])
+            chosen[job] = t
+            budget[t] -= need
+    return chosen
 
 
 def tiresias(config: TiresiasConfig | None = None) -> Tiresias:

@@ -1,5 +1,6 @@
 """No livelock (issue 16): the engine's guard stops a policy that keeps restarting a job
-without progress."""
+without progress, and Tiresias on a mixed-type cluster no longer preempts jobs for a gang that
+no type can hold."""
 
 from __future__ import annotations
 
@@ -8,9 +9,13 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
+from envs.sim import scenarios
 from envs.sim.engine import MAX_FUTILE_RESTARTS, DecisionError, Engine, SimConfig
 from envs.sim.model import V100, JobSpec, Pool, ServerSpec
 from envs.sim.policy import Action, ClusterView, JobStatus, Preempt, Start
+from heuristics.registry import make
+
+MIXED = "V100-32GB:6,A100-40GB:4"  # 48 V100 GPUs and 32 A100 GPUs
 
 
 class Restarter:
@@ -63,3 +68,44 @@ def test_guard_lets_a_job_that_progresses_be_restarted_any_number_of_times():
     r = _toy(41.0, SimConfig(sample_s=0.0, checkpoint_interval_s=0.0)).run()
     assert r.preemptions[0] == 99 > MAX_FUTILE_RESTARTS
     assert np.isfinite(r.finish[0])
+
+
+def _mixed_trace(tmp_path, big: int) -> scenarios.Scenario:
+    rows = ["a,0,20000,32,", "b,0,20000,32,", f"c,10,20000,{big},"]  # an empty gpu_type: any type
+    p = tmp_path / "t.csv"
+    p.write_text("\n".join(["job_id,submit_time_s,duration_s,num_gpus,gpu_type", *rows]) + "\n")
+    return scenarios.get("trace", {"workload.trace": str(p), "cluster.training_mix": MIXED})
+
+
+def _servers(detail: str) -> set[int]:
+    """The servers of a start's log detail ("s0x8 s1x8")."""
+    return {int(part[1:].split("x")[0]) for part in detail.split()}
+
+
+def test_tiresias_never_preempts_for_a_gang_that_no_gpu_type_holds(tmp_path):
+    # c asks 60 GPUs: 80 in all, but one type holds at most 48. Counting GPUs over both types,
+    # Tiresias chose c every round, preempted b for it, could not start it, restarted b: a
+    # livelock (the guard stopped it). Now a and b run through, and c is left for the stall guard.
+    r = scenarios.simulate(_mixed_trace(tmp_path, 60), make("tiresias"), 0)
+    assert np.isfinite(r.finish[:2]).all() and not np.isfinite(r.finish[2])
+    assert r.preemptions.sum() == 0
+    assert (r.work_done[:2] == r.work[:2]).all()
+
+
+def test_tiresias_on_a_mixed_cluster_preempts_only_to_start_another_job(tmp_path):
+    # c (40 GPUs) fits the V100s only. Counting GPUs over both types, Tiresias preempted b (on
+    # the A100s) for c, which could not start there, and restarted b: 66 futile preemptions.
+    # Now every preemption frees GPUs that another job starts on at the same instant.
+    r = scenarios.simulate(_mixed_trace(tmp_path, 40), make("tiresias"), 0, log=True)
+    assert np.isfinite(r.finish).all()
+    assert r.log is not None
+    held: dict[int, set[int]] = {}
+    preempts = 0
+    for t, what, who, detail in r.log:
+        if what == "start":
+            held[who] = _servers(detail)
+        elif what == "preempt":
+            preempts += 1
+            taken = [_servers(d) for (t2, k, w, d) in r.log if t2 == t and k == "start" and w != who]
+            assert any(held[who] & servers for servers in taken), f"job {who} preempted for nothing at t={t}"
+    assert preempts > 0  # LAS does preempt here: the test is not vacuous
