@@ -1,14 +1,19 @@
-"""No livelock (issue 16): the engine's guard stops a policy that keeps restarting a job
-without progress, and Tiresias on a mixed-type cluster no longer preempts jobs for a gang that
-no type can hold."""
+"""No livelock, and bursts of jobs queued at one instant (issue 16).
+
+The engine's livelock guard stops a policy that keeps restarting a job without progress; Tiresias
+on a mixed-type cluster no longer preempts jobs for a gang that no type can hold; sjf, tiresias
+and aryl drain thousands of jobs submitted at t=0 (a watchdog stops a hang: no timed assertion)."""
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
+from types import FrameType
 
 import numpy as np
 import pytest
 
+from benchmarks.sim_speed import burst
 from envs.sim import scenarios
 from envs.sim.engine import MAX_FUTILE_RESTARTS, DecisionError, Engine, SimConfig
 from envs.sim.model import V100, JobSpec, Pool, ServerSpec
@@ -109,3 +114,29 @@ def test_tiresias_on_a_mixed_cluster_preempts_only_to_start_another_job(tmp_path
             taken = [_servers(d) for (t2, k, w, d) in r.log if t2 == t and k == "start" and w != who]
             assert any(held[who] & servers for servers in taken), f"job {who} preempted for nothing at t={t}"
     assert preempts > 0  # LAS does preempt here: the test is not vacuous
+
+
+class _Hang(Exception):
+    pass
+
+
+def _alarm(signum: int, frame: FrameType | None) -> None:
+    raise _Hang
+
+
+@pytest.mark.parametrize("policy", ["sjf", "tiresias", "aryl"])
+def test_a_burst_of_jobs_at_one_instant_all_finish(policy):
+    b = burst(3000)
+    assert all(j.submit_time == 0.0 for j in b.jobs)
+    old = signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(300)  # a watchdog against hangs, not a speed test
+    try:
+        r = b.engine(policy).run()
+    except _Hang:
+        pytest.fail(f"{policy} did not drain a burst of 3,000 jobs within the watchdog's 300 s")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    assert not r.truncated
+    assert np.isfinite(r.finish).all()
+    np.testing.assert_allclose(r.work_done, r.work)
