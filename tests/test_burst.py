@@ -42,36 +42,36 @@ class Restarter:
         return []
 
 
-def _toy(round_s: float, config: SimConfig) -> Engine:
-    jobs = [JobSpec(0, "j0", 0.0, 1000.0, 1, 1, 1, "m")]
+def _toy(round_s: float, config: SimConfig, duration: float) -> Engine:
+    jobs = [JobSpec(0, "j0", 0.0, duration, 1, 1, 1, "m")]
     return Engine([ServerSpec(0, V100, 8, Pool.TRAINING)], jobs, Restarter(round_s), config=config)
 
 
 def test_guard_stops_a_job_restarted_within_its_restart_overhead():
     # a round every 10 s, a restart overhead of 31 s: job 0 never runs a second of work
-    engine = _toy(10.0, SimConfig(sample_s=0.0))
+    engine = _toy(10.0, SimConfig(sample_s=0.0), 1000.0)
     with pytest.raises(
         DecisionError,
         match=rf"^policy restarter: job 0 \(j0\) restarted {MAX_FUTILE_RESTARTS} times without progress",
     ):
         engine.run()
-    # the first start at t=0 sets the mark; the 50th restart after it is the one refused
+    # the first start at t=0 sets the mark; the MAX_FUTILE_RESTARTS-th restart after it is refused
     assert engine.now == 10.0 * MAX_FUTILE_RESTARTS
 
 
 def test_guard_counts_work_lost_to_the_checkpoint_as_no_progress():
     # 100 s rounds, 31 s overhead: 69 s of work per run, lost each time (checkpoints every 1800 s)
-    engine = _toy(100.0, SimConfig(sample_s=0.0, checkpoint_interval_s=1800.0))
-    with pytest.raises(DecisionError, match="restarted 50 times without progress"):
+    engine = _toy(100.0, SimConfig(sample_s=0.0, checkpoint_interval_s=1800.0), 1000.0)
+    with pytest.raises(DecisionError, match=f"restarted {MAX_FUTILE_RESTARTS} times without progress"):
         engine.run()
     assert engine.jobs[0].work_done == 0.0
 
 
 def test_guard_lets_a_job_that_progresses_be_restarted_any_number_of_times():
-    # the same restarts, nothing lost on preemption: 69 s of work per round, 15 rounds to finish;
-    # with 10 s of work per round (rounds of 41 s) it takes 100 restarts, more than the bound
-    r = _toy(41.0, SimConfig(sample_s=0.0, checkpoint_interval_s=0.0)).run()
-    assert r.preemptions[0] == 99 > MAX_FUTILE_RESTARTS
+    # the same restarts, nothing lost on preemption: with 1 s of work per round (rounds of 32 s)
+    # a job of twice the bound's seconds takes twice the bound's restarts, and finishes
+    r = _toy(32.0, SimConfig(sample_s=0.0, checkpoint_interval_s=0.0), 2.0 * MAX_FUTILE_RESTARTS).run()
+    assert r.preemptions[0] == 2 * MAX_FUTILE_RESTARTS - 1
     assert np.isfinite(r.finish[0])
 
 
