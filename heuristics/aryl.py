@@ -106,6 +106,10 @@ class ArylOrdering:
     """``Ordering`` component: Aryl's phase 1 (see the module docstring). Not blocking as a
     whole: only an aged job blocks, which :meth:`rank` does itself by stopping.
 
+    Speed only: the pending jobs are kept by rank in one list per size class, and by entry time,
+    so that a walk goes only as far as it needs and passes over a whole class that cannot fit
+    (thousands of jobs queued at once cost little per decision).
+
     :param placement: gives each job's base demand and the (type, pool) pairs it accepts.
     :param age_bound_s: seconds of waiting after which a job is aged.
     """
