@@ -58,7 +58,7 @@ import os
 import tempfile
 import zipfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -237,7 +237,7 @@ class RecordConfig:
     seed: int = 0
     max_jobs: int | None = None
     ordering: str = EXPERT
-    components: Components = Components(EXPERT, EXPERT, EXPERT, EXPERT)
+    components: Components = field(default_factory=lambda: Components(EXPERT, EXPERT, EXPERT, EXPERT))
     reward: str = "jct"
     command: tuple[str, ...] = ()
 

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -64,6 +64,7 @@ from envs.sim.throughput import packed_servers
 from heuristics.aryl_place import ArylPlacement
 from heuristics.aryl_reclaim import ArylReclaim
 from heuristics.aryl_scaling import AfsScaling, ArylRoom, ArylScaling
+from heuristics.common import RankedQueue, Room, Size
 from heuristics.registry import register
 
 
@@ -99,45 +100,17 @@ class ArylConfig(Settings):
 _PENDING = JobStatus.PENDING  # (a module constant: an enum member lookup costs more than the test)
 
 
-class _Queue:
-    """Pending jobs sorted by a key fixed when they (re-)enter the queue; re-entry replaces the
-    old entry, entries of jobs that left are dropped when met."""
-
-    def __init__(self) -> None:
-        self.items: list[tuple[float, float, int]] = []
-        self.key: dict[int, tuple[float, float, int]] = {}
-        self.entered: dict[int, float] = {}
-
-    def add(self, key: tuple[float, float, int], entered: float) -> None:
-        job = key[2]
-        old = self.key.pop(job, None)
-        if old is not None:
-            i = bisect.bisect_left(self.items, old)
-            if i < len(self.items) and self.items[i] == old:
-                del self.items[i]
-        self.key[job] = key
-        self.entered[job] = entered
-        bisect.insort(self.items, key)
-
-    def pending(self, view: ClusterView) -> list[int]:
-        status_of = view.status_of
-        out = [item[2] for item in self.items if status_of(item[2]) == _PENDING]
-        if len(out) < len(self.items):  # drop the entries of jobs that left
-            keep: list[tuple[float, float, int]] = []
-            for item in self.items:
-                job = item[2]
-                if status_of(job) == _PENDING:
-                    keep.append(item)
-                else:
-                    del self.key[job]
-                    del self.entered[job]
-            self.items = keep
-        return out
+def _anything(size: Size) -> bool:
+    return True
 
 
 class ArylOrdering:
     """``Ordering`` component: Aryl's phase 1 (see the module docstring). Not blocking as a
     whole: only an aged job blocks, which :meth:`rank` does itself by stopping.
+
+    Speed only: the pending jobs are kept by rank in one list per size class, and by entry time,
+    so that a walk goes only as far as it needs and passes over a whole class that cannot fit
+    (thousands of jobs queued at once cost little per decision).
 
     :param placement: gives each job's base demand and the (type, pool) pairs it accepts.
     :param age_bound_s: seconds of waiting after which a job is aged.
@@ -148,8 +121,14 @@ class ArylOrdering:
     def __init__(self, placement: ArylPlacement, age_bound_s: float) -> None:
         self.placement = placement
         self.age_bound_s = age_bound_s
-        self._queue = _Queue()
         self._cursor = 0  # position in the engine's queue log
+        # the pending jobs (an entry per job, made when it last entered the queue): by rank, in
+        # one list per size class (min GPUs, allowed types); and by (entry time, job), lazily
+        # cleaned (an item is live while its job is pending with that entry time)
+        self._ranked = RankedQueue()
+        self._entered: dict[int, float] = {}
+        self._by_entry: list[tuple[float, int]] = []
+        self._head = 0  # items of _by_entry before it are dead
 
     def remaining_time(self, view: ClusterView, job: int) -> float:
         """Seconds left at the base demand on the fastest GPU type the job accepts."""
@@ -170,47 +149,90 @@ class ArylOrdering:
         new, self._cursor = view.entered_since(self._cursor)
         for job in new:
             if view.status_of(job) == _PENDING:
-                key = (self.priority(view, job), view.job(job).submit_time, job)
-                self._queue.add(key, view.state(job).queued_since)
+                spec = view.job(job)
+                key = (self.priority(view, job), spec.submit_time, job)
+                self._ranked.add(job, key, (spec.min_gpus, spec.gpu_types))
+                item = (view.state(job).queued_since, job)
+                self._entered[job] = item[0]
+                items = self._by_entry
+                i = bisect.bisect_left(items, item, lo=self._head)
+                if i == len(items) or items[i] != item:
+                    items.insert(i, item)
+            else:
+                self._drop(job)
+        if self._head > 64 and self._head * 2 > len(self._by_entry):
+            self._by_entry = self._by_entry[self._head :]
+            self._head = 0
 
-    def pending_ranked(self, view: ClusterView) -> tuple[list[int], list[int]]:
-        """(aged jobs, oldest first; the other pending jobs in rank order)."""
-        self._sync(view)
-        jobs = self._queue.pending(view)
-        entered = self._queue.entered
+    def _drop(self, job: int) -> None:
+        """Forget a job that left the queue."""
+        self._ranked.discard(job)
+        self._entered.pop(job, None)
+
+    def _aged(self, view: ClusterView) -> Iterator[int]:
+        """The aged pending jobs, oldest first (then by id)."""
         limit = view.now - self.age_bound_s
-        aged = [j for j in jobs if entered[j] < limit]
-        if not aged:
-            return [], jobs
-        aged_set = set(aged)
-        aged.sort(key=lambda j: (entered[j], j))
-        return aged, [j for j in jobs if j not in aged_set]
+        items, entered, status_of = self._by_entry, self._entered, view.status_of
+        i = self._head
+        while i < len(items):
+            since, job = items[i]
+            if since >= limit:
+                return
+            if entered.get(job) == since and status_of(job) != _PENDING:
+                self._drop(job)
+            if entered.get(job) != since:  # dead
+                if i == self._head:
+                    self._head += 1
+                i += 1
+                continue
+            yield job
+            i += 1
+
+    def _rest(self, view: ClusterView, fits: Callable[[Size], bool]) -> Iterator[int]:
+        """The pending jobs that are not aged, in rank order, but for the size classes that
+        ``fits`` turns down (see :meth:`RankedQueue.walk`)."""
+        limit = view.now - self.age_bound_s
+        entered, status_of = self._entered, view.status_of
+        for key in self._ranked.walk(fits):
+            job = int(key[-1])
+            if status_of(job) != _PENDING:
+                self._drop(job)
+                continue
+            if entered[job] < limit:
+                continue  # aged: it came first
+            yield job
+            if status_of(job) != _PENDING:
+                self._drop(job)
 
     def oldest_aged(self, view: ClusterView) -> int | None:
-        """The first aged job of :meth:`pending_ranked`, or None (cheap while no job in the
-        queue has waited that long)."""
+        """The first aged job (:meth:`plan_order`'s first), or None."""
         self._sync(view)
-        entered = self._queue.entered
-        if not entered or min(entered.values()) >= view.now - self.age_bound_s:
-            return None
-        aged, _ = self.pending_ranked(view)
-        return aged[0] if aged else None
+        return next(self._aged(view), None)
 
     def rank(self, view: ClusterView) -> Iterator[int]:
-        aged, rest = self.pending_ranked(view)
-        for job in aged:
+        """Aged jobs first (one that cannot start blocks the rest), then the others in rank
+        order; a job no placement could start now (its ``min_gpus`` above the free GPUs of every
+        type it allows) is passed over instead of proposed, so the starts are the same."""
+        self._sync(view)
+        for job in self._aged(view):
             yield job
             if view.status_of(job) == _PENDING:
                 return  # an aged job that cannot start blocks every job behind it
-        if any(view.total_free(*k) for k in view.pool_types()):
-            yield from rest
+        room = Room(view)
+        for job in self._rest(view, room.fits):
+            yield job
+            if view.status_of(job) != _PENDING:
+                room.taken()
 
-    def plan_order(self, view: ClusterView) -> Iterator[tuple[int, bool]]:
-        """(job, aged) in the order :meth:`rank` tries them."""
-        aged, rest = self.pending_ranked(view)
-        for job in aged:
+    def plan_order(self, view: ClusterView, fits: Callable[[Size], bool] = _anything) -> Iterator[tuple[int, bool]]:
+        """(job, aged) in the order :meth:`rank` tries them, but for the jobs of the size
+        classes (min GPUs, allowed types) that ``fits`` turns down when their turn comes: the
+        caller says no only where planning the job would do nothing, and only ever takes room
+        away while it walks."""
+        self._sync(view)
+        for job in self._aged(view):
             yield job, True
-        for job in rest:
+        for job in self._rest(view, fits):
             yield job, False
 
 

@@ -71,6 +71,7 @@ from typing import TYPE_CHECKING
 
 from envs.sim.policy import Action, Alloc, ClusterView, JobStatus, Migrate, Scale
 from heuristics.aryl_place import ArylPlacement, FreeMap, Key, plan
+from heuristics.common import Size
 from heuristics.knapsack import solve_mckp_dense
 
 if TYPE_CHECKING:
@@ -180,6 +181,11 @@ def movable(view: ClusterView, with_flex: bool = False, memo: dict[int, _Layout]
     return out
 
 
+def _allowed(view: ClusterView, types: frozenset[str] | None) -> list[Key]:
+    """The (type, pool) pairs of the cluster whose type is in ``types`` (None: any)."""
+    return [k for k in view.pool_types() if types is None or k[0] in types]
+
+
 def _job(c: _Cand) -> int:
     return c.job
 
@@ -268,7 +274,12 @@ class ArylRoom:
         if not cands or not self._may_displace(view, cands):
             return
         fit = _Fitter(self.placement, view, cands)
-        for job, aged in self.ordering.plan_order(view):
+
+        def fits(size: Size) -> bool:  # else fit.place fails: no (type, pool) holds even min_gpus
+            gpus, types = size
+            return any(fit.virt.total(k) >= gpus for k in _allowed(view, types))
+
+        for job, aged in self.ordering.plan_order(view, fits):
             need, keys = self.placement.start_plan(view, job)
             if fit.place(keys, need) is None and aged:
                 break
@@ -287,7 +298,16 @@ class ArylRoom:
                 k = key_of[s]
                 extra[k] = extra.get(k, 0) + n
         start_plan = self.placement.start_plan
-        for job, aged in self.ordering.plan_order(view):
+
+        def fits(size: Size) -> bool:  # else the loop does nothing for the job: no key holds min_gpus
+            gpus, types = size
+            for key in _allowed(view, types):
+                have = real[key] if key in real else view.total_free(*key)
+                if have + extra.get(key, 0) >= gpus:
+                    return True
+            return False
+
+        for job, aged in self.ordering.plan_order(view, fits):
             need, keys = start_plan(view, job)
             for key in keys:
                 have = real[key] if key in real else view.total_free(*key)
@@ -412,6 +432,10 @@ class ArylScaling:
         pen(0))``."""
         gpu_type = group[0].gpu_type
         size = fm.index.type_size[gpu_type]
+        if cap == 0:  # every option above 0 weighs more than the capacity (the test below, cheaper)
+            for c in group:
+                c.new = 0
+            return
         tops = [min(c.top, cap, room) for c, room in zip(group, self._rooms(group, fm), strict=True)]
         if max(tops) == 0:
             for c in group:

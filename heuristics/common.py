@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import heapq
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -18,17 +19,21 @@ def pack(
     gpus: int,
     pools: Sequence[Pool] = TRAINING_ONLY,
     exclude: frozenset[int] = frozenset(),
+    gpu_type: str | None = None,
 ) -> Alloc | None:
     """Place ``gpus`` workers of ``job`` on as few servers as possible.
 
     Tries the pools in the given order and, within a pool, the GPU types the job allows in the
-    cluster's order. One server if any fits (best fit: the fewest free GPUs that suffice, lowest
-    id among equals); otherwise the servers with the most free GPUs, the last one chosen by best
-    fit for the remainder. ``exclude``: servers not to use. ``None`` if it does not fit.
+    cluster's order (only ``gpu_type`` if given). One server if any fits (best fit: the fewest
+    free GPUs that suffice, lowest id among equals); otherwise the servers with the most free
+    GPUs, the last one chosen by best fit for the remainder. ``exclude``: servers not to use.
+    ``None`` if it does not fit.
     """
     for pool in pools:
         for tname, p in view.pool_types():
             if p != pool or not job.allows(view.gpu_type(tname)) or view.total_free(tname, pool) < gpus:
+                continue
+            if gpu_type is not None and tname != gpu_type:
                 continue
             if not exclude:
                 sid = view.best_fit(tname, pool, gpus)
@@ -97,8 +102,13 @@ class SortedQueue:
         self.add(view, view.pending)
 
     def add(self, view: ClusterView, jobs: Iterable[int]) -> None:
-        for job in tuple(jobs):
-            bisect.insort(self._items, (self._key(view, job), job))
+        new = [(self._key(view, job), job) for job in tuple(jobs)]
+        if len(new) > 32:  # a burst: one sort (stable, so the same order as inserting one by one)
+            self._items.extend(new)
+            self._items.sort()
+        else:
+            for item in new:
+                bisect.insort(self._items, item)
 
     def walk(self, view: ClusterView) -> Iterator[int]:
         items = self._items
@@ -116,6 +126,88 @@ class SortedQueue:
 
     def __len__(self) -> int:
         return len(self._items)
+
+
+Size = tuple[int, frozenset[str] | None]
+"""A size class: (GPUs, the GPU types allowed; None = any)."""
+
+
+class RankedQueue:
+    """Pending jobs in the order of a key (keys are unique: they end with the job id), one sorted
+    list per size class, so that a walk passes over a whole class that cannot fit in one step.
+    A job has at most one entry: adding it again moves it."""
+
+    def __init__(self) -> None:
+        self._lists: dict[Size, list[tuple[float, ...]]] = {}
+        self._key: dict[int, tuple[float, ...]] = {}
+        self._size: dict[int, Size] = {}
+
+    def __len__(self) -> int:
+        return len(self._key)
+
+    def add(self, job: int, key: tuple[float, ...], size: Size) -> None:
+        self.discard(job)
+        self._key[job] = key
+        self._size[job] = size
+        bisect.insort(self._lists.setdefault(size, []), key)
+
+    def discard(self, job: int) -> None:
+        key = self._key.pop(job, None)
+        if key is not None:
+            items = self._lists[self._size.pop(job)]
+            del items[bisect.bisect_left(items, key)]
+
+    def walk(self, fits: Callable[[Size], bool]) -> Iterator[tuple[float, ...]]:
+        """The keys in order, of the size classes that ``fits``: asked when a class's next key
+        comes up; once it says no, the rest of the class is passed over (so the caller must only
+        ever take room away during a walk, as starts do). The caller may discard the key just
+        yielded."""
+        lists = [items for items in self._lists.values() if items]
+        sizes = [size for size, items in self._lists.items() if items]
+        heap = [(items[0], c) for c, items in enumerate(lists)]
+        heapq.heapify(heap)
+        while heap:
+            key, c = heap[0]
+            if not fits(sizes[c]):
+                heapq.heappop(heap)
+                continue
+            yield key
+            items = lists[c]
+            i = bisect.bisect_right(items, key)
+            if i < len(items):
+                heapq.heapreplace(heap, (items[i], c))
+            else:
+                heapq.heappop(heap)
+
+
+class Room:
+    """Free GPUs per type on the placeable servers of ``pools`` (all pools if None), counted when
+    first asked and again after :meth:`taken`; :meth:`fits`: whether a job of a size class could
+    start on them (its GPUs on one type it allows: no placement can do with less)."""
+
+    def __init__(self, view: ClusterView, pools: Sequence[Pool] | None = None) -> None:
+        self.view = view
+        self.pools = pools
+        self._free: dict[str, int] | None = None
+        self._fits: dict[Size, bool] = {}
+
+    def taken(self) -> None:
+        """GPUs may have been taken since: count again."""
+        self._free = None
+
+    def fits(self, size: Size) -> bool:
+        free = self._free
+        if free is None:
+            free = self._free = {}
+            for t, p in self.view.pool_types():
+                if self.pools is None or p in self.pools:
+                    free[t] = free.get(t, 0) + self.view.total_free(t, p)
+            self._fits = {}
+        ok = self._fits.get(size)
+        if ok is None:
+            gpus, types = size
+            ok = self._fits[size] = any(f >= gpus for t, f in free.items() if types is None or t in types)
+        return ok
 
 
 def free_gpus(view: ClusterView, pools: Sequence[Pool]) -> int:

@@ -10,7 +10,7 @@ import pytest
 from envs.sim.engine import DecisionError, Engine, SimConfig
 from envs.sim.inference import DemandCurve, InferenceConfig
 from envs.sim.metrics import summarize
-from envs.sim.model import T4, V100, JobSpec, Pool, ServerSpec
+from envs.sim.model import A100, T4, V100, JobSpec, Pool, ServerSpec
 from envs.sim.policy import Action, ClusterView, Migrate, Preempt, Scale, Start
 from heuristics.registry import make
 
@@ -308,3 +308,15 @@ def test_finish_time_fairness_over_each_life_and_over_the_run():
     assert m["unfair_fraction"] == 0.5
     assert m["worst_ftf_run"] == pytest.approx(1.0)
     assert m["unfair_fraction_run"] == 0.0
+
+
+def test_a_gang_is_never_spread_over_gpu_types():
+    # one V100 and one A100 server: a 16-GPU job allowed on both types still fits only as 8 + 8
+    # over the two types, which the engine refuses (so nothing is charged for a mix of types)
+    srv = [ServerSpec(0, V100, 8, Pool.TRAINING), ServerSpec(1, A100, 8, Pool.TRAINING)]
+    with pytest.raises(DecisionError, match=r"job 0 \(j0\) breaks rule 'one GPU type per job'"):
+        run(srv, [job(0, 0, 10, 16)], Scripted({0.0: [Start(0, ((0, 8), (1, 8)))]}))
+    # an elastic job's flexible workers too
+    jobs = [job(0, 0, 10, 8, 8, 16)]
+    with pytest.raises(DecisionError, match="one GPU type per job"):
+        run(srv, jobs, Scripted({0.0: [Start(0, ((0, 8),), ((1, 8),))]}))

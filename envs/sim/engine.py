@@ -19,6 +19,17 @@ on loan (only to a policy that ``borrows``); when demand returns, the policy's `
 which k loaned servers go back, each with a notice period. At the deadline the engine empties
 the server itself: flexible workers are scaled in, jobs with base workers there are preempted
 (a reclaim preemption). No loaned server is ever held past its deadline.
+
+Livelock guard: a policy that keeps (re)starting a job (Start, Scale, Migrate) while the job's
+work done never rises above what it was at an earlier (re)start (it is preempted, rescaled or
+moved before its restart overhead ends, or loses to its checkpoint whatever it ran) is stopped
+with a :class:`DecisionError` naming the policy and the job once it has done so
+:data:`MAX_FUTILE_RESTARTS` times in a row. The engine's own restarts (scale-ins at a reclaim
+deadline) neither count nor reset the count.
+
+One GPU type per job: every placement (base and flexible workers alike) lies on servers of one
+GPU type the job allows; a placement spread over types is rejected (rule "one GPU type per
+job"), so no gang is ever charged for, or sped up by, a mix of types.
 """
 
 from __future__ import annotations
@@ -71,6 +82,14 @@ EVENT_NAMES = (
 )
 
 
+MAX_FUTILE_RESTARTS = 1000
+"""(Re)starts of one job in a row without progress that the livelock guard tolerates. Real
+policies do restart a job without progress many times in a row and still finish it (round-based
+ones that preempt a job before it reaches a checkpoint, again and again), so the bound sits well
+above what the shipped policies do on the shipped scenarios; a livelock reaches it anyway, at
+one restart per round within simulated days, in far less than a second of run time."""
+
+
 class DecisionError(RuntimeError):
     """A policy asked for something the cluster cannot do. Names the policy, the job and the rule."""
 
@@ -121,6 +140,7 @@ class _Job:
         "finish",
         "first_start",
         "flex",
+        "futile",
         "gpu_s",
         "gpu_type",
         "held_since",
@@ -128,6 +148,7 @@ class _Job:
         "last_settle",
         "lost_gpu_s",
         "lost_work",
+        "mark",
         "migrations",
         "mults",
         "noise",
@@ -200,6 +221,8 @@ class _Job:
         self.stopped = False  # ended early by a Stop action
         self.noise = 1.0  # this run's speed fluctuation
         self.crowd = 1.0  # co-location slowdown
+        self.mark = -1.0  # livelock guard: the most work done at any (re)start so far...
+        self.futile = 0  # ...and the (re)starts since the one that set it
 
 
 @dataclass(frozen=True)
@@ -640,6 +663,7 @@ class Engine:
             self.running[j.idx] = None
             j.status = JobStatus.RUNNING
             self._last_start = self.now
+            self._progress_check(j)
             if self._trace:
                 self._record("start", j.idx, _fmt(action.base, action.flex))
         elif isinstance(action, Scale):
@@ -649,6 +673,7 @@ class Engine:
             if action.flex != j.flex:
                 self._check(action, j, j.base, action.flex, own=True)
                 self._rescale(j, action.flex)
+                self._progress_check(j)
         elif isinstance(action, Migrate):
             j = self._job(action, action.job, JobStatus.RUNNING)
             gtype = self._check(action, j, action.base, action.flex, own=True)
@@ -656,6 +681,7 @@ class Engine:
             self._release_all(j)
             self._place(j, action.base, action.flex, gtype)
             j.migrations += 1
+            self._progress_check(j)
             if self._trace:
                 self._record("migrate", j.idx, _fmt(action.base, action.flex))
         elif isinstance(action, Preempt):
@@ -668,6 +694,20 @@ class Engine:
             self._complete(j)
         else:
             raise DecisionError(f"policy {self.scheduler.name}: {action!r} is not an action")
+
+    def _progress_check(self, j: _Job) -> None:
+        """The livelock guard, after the policy (re)started ``j`` (its work done is settled)."""
+        if j.work_done > j.mark:
+            j.mark = j.work_done
+            j.futile = 0
+            return
+        j.futile += 1
+        if j.futile >= MAX_FUTILE_RESTARTS:
+            raise DecisionError(
+                f"policy {self.scheduler.name}: job {j.idx} ({j.spec.name}) restarted {j.futile} times without "
+                f"progress (work done stays at {j.work_done:.6g} of {j.work:.6g} s), a livelock the engine stops "
+                f"after {MAX_FUTILE_RESTARTS} in a row"
+            )
 
     def queued_time_close(self, j: _Job) -> None:
         j.queued_time += self.now - j.queued_since

@@ -1,0 +1,187 @@
+"""No livelock, and bursts of jobs queued at one instant (issue 16).
+
+The engine's livelock guard stops a policy that keeps restarting a job without progress; Tiresias
+on a mixed-type cluster no longer preempts jobs for a gang that no type can hold; sjf, tiresias
+and aryl drain thousands of jobs submitted at t=0 (a watchdog stops a hang: no timed assertion)."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from types import FrameType
+
+import numpy as np
+import pytest
+
+from benchmarks.sim_speed import burst
+from envs.sim import scenarios
+from envs.sim.engine import MAX_FUTILE_RESTARTS, DecisionError, Engine, SimConfig
+from envs.sim.model import V100, JobSpec, Pool, ServerSpec
+from envs.sim.policy import Action, ClusterView, ComposedScheduler, JobStatus, Preempt, Start
+from heuristics.common import TRAINING_ONLY, PackPlacement, RankedQueue, SortedQueue, free_gpus
+from heuristics.fifo import by_remaining
+from heuristics.registry import make
+
+MIXED = "V100-32GB:6,A100-40GB:4"  # 48 V100 GPUs and 32 A100 GPUs
+
+
+class Restarter:
+    """A livelocking toy: every round it preempts job 0 if it runs, and (re)starts it."""
+
+    name = "restarter"
+    borrows = False
+
+    def __init__(self, round_s: float) -> None:
+        self.round_s = round_s
+
+    def decide(self, view: ClusterView) -> Iterator[Action]:
+        if view.status_of(0) == JobStatus.RUNNING and view.round_tick:
+            yield Preempt(0)
+        if view.status_of(0) == JobStatus.PENDING:
+            yield Start(0, ((0, 1),))
+
+    def reclaim(self, view: ClusterView, k: int) -> list[int]:
+        return []
+
+
+def _toy(round_s: float, config: SimConfig, duration: float) -> Engine:
+    jobs = [JobSpec(0, "j0", 0.0, duration, 1, 1, 1, "m")]
+    return Engine([ServerSpec(0, V100, 8, Pool.TRAINING)], jobs, Restarter(round_s), config=config)
+
+
+def test_guard_stops_a_job_restarted_within_its_restart_overhead():
+    # a round every 10 s, a restart overhead of 31 s: job 0 never runs a second of work
+    engine = _toy(10.0, SimConfig(sample_s=0.0), 1000.0)
+    with pytest.raises(
+        DecisionError,
+        match=rf"^policy restarter: job 0 \(j0\) restarted {MAX_FUTILE_RESTARTS} times without progress",
+    ):
+        engine.run()
+    # the first start at t=0 sets the mark; the MAX_FUTILE_RESTARTS-th restart after it is refused
+    assert engine.now == 10.0 * MAX_FUTILE_RESTARTS
+
+
+def test_guard_counts_work_lost_to_the_checkpoint_as_no_progress():
+    # 100 s rounds, 31 s overhead: 69 s of work per run, lost each time (checkpoints every 1800 s)
+    engine = _toy(100.0, SimConfig(sample_s=0.0, checkpoint_interval_s=1800.0), 1000.0)
+    with pytest.raises(DecisionError, match=f"restarted {MAX_FUTILE_RESTARTS} times without progress"):
+        engine.run()
+    assert engine.jobs[0].work_done == 0.0
+
+
+def test_guard_lets_a_job_that_progresses_be_restarted_any_number_of_times():
+    # the same restarts, nothing lost on preemption: with 1 s of work per round (rounds of 32 s)
+    # a job of twice the bound's seconds takes twice the bound's restarts, and finishes
+    r = _toy(32.0, SimConfig(sample_s=0.0, checkpoint_interval_s=0.0), 2.0 * MAX_FUTILE_RESTARTS).run()
+    assert r.preemptions[0] == 2 * MAX_FUTILE_RESTARTS - 1
+    assert np.isfinite(r.finish[0])
+
+
+def _mixed_trace(tmp_path, big: int) -> scenarios.Scenario:
+    rows = ["a,0,20000,32,", "b,0,20000,32,", f"c,10,20000,{big},"]  # an empty gpu_type: any type
+    p = tmp_path / "t.csv"
+    p.write_text("\n".join(["job_id,submit_time_s,duration_s,num_gpus,gpu_type", *rows]) + "\n")
+    return scenarios.get("trace", {"workload.trace": str(p), "cluster.training_mix": MIXED})
+
+
+def _servers(detail: str) -> set[int]:
+    """The servers of a start's log detail ("s0x8 s1x8")."""
+    return {int(part[1:].split("x")[0]) for part in detail.split()}
+
+
+def test_tiresias_never_preempts_for_a_gang_that_no_gpu_type_holds(tmp_path):
+    # c asks 60 GPUs: 80 in all, but one type holds at most 48. Counting GPUs over both types,
+    # Tiresias chose c every round, preempted b for it, could not start it, restarted b: a
+    # livelock (the guard stopped it). Now a and b run through, and c is left for the stall guard.
+    r = scenarios.simulate(_mixed_trace(tmp_path, 60), make("tiresias"), 0)
+    assert np.isfinite(r.finish[:2]).all() and not np.isfinite(r.finish[2])
+    assert r.preemptions.sum() == 0
+    assert (r.work_done[:2] == r.work[:2]).all()
+
+
+def test_tiresias_on_a_mixed_cluster_preempts_only_to_start_another_job(tmp_path):
+    # c (40 GPUs) fits the V100s only. Counting GPUs over both types, Tiresias preempted b (on
+    # the A100s) for c, which could not start there, and restarted b: 66 futile preemptions.
+    # Now every preemption frees GPUs that another job starts on at the same instant.
+    r = scenarios.simulate(_mixed_trace(tmp_path, 40), make("tiresias"), 0, log=True)
+    assert np.isfinite(r.finish).all()
+    assert r.log is not None
+    held: dict[int, set[int]] = {}
+    preempts = 0
+    for t, what, who, detail in r.log:
+        if what == "start":
+            held[who] = _servers(detail)
+        elif what == "preempt":
+            preempts += 1
+            taken = [_servers(d) for (t2, k, w, d) in r.log if t2 == t and k == "start" and w != who]
+            assert any(held[who] & servers for servers in taken), f"job {who} preempted for nothing at t={t}"
+    assert preempts > 0  # LAS does preempt here: the test is not vacuous
+
+
+class _Hang(Exception):
+    pass
+
+
+def _alarm(signum: int, frame: FrameType | None) -> None:
+    raise _Hang
+
+
+@pytest.mark.parametrize("policy", ["sjf", "tiresias", "aryl"])
+def test_a_burst_of_jobs_at_one_instant_all_finish(policy):
+    b = burst(3000)
+    assert all(j.submit_time == 0.0 for j in b.jobs)
+    old = signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(120)  # a watchdog against hangs, not a speed test
+    try:
+        r = b.engine(policy).run()
+    except _Hang:
+        pytest.fail(f"{policy} did not drain a burst of 3,000 jobs within the watchdog's 120 s")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    assert not r.truncated
+    assert np.isfinite(r.finish).all()
+    np.testing.assert_allclose(r.work_done, r.work)
+
+
+def test_ranked_queue_walks_in_key_order_and_passes_over_classes_that_do_not_fit():
+    q = RankedQueue()
+    small, big = (1, None), (8, frozenset({"V100-32GB"}))
+    for job, size in enumerate([small, big, small, big, small]):
+        q.add(job, (float(10 - job), job), size)  # the later, the smaller the key
+    assert [int(k[-1]) for k in q.walk(lambda size: True)] == [4, 3, 2, 1, 0]
+    assert [int(k[-1]) for k in q.walk(lambda size: size == small)] == [4, 2, 0]
+    q.add(4, (99.0, 4), small)  # re-adding moves the job
+    seen = []
+    for key in q.walk(lambda size: True):
+        seen.append(int(key[-1]))
+        q.discard(int(key[-1]))  # the consumer may discard what it was just given
+    assert seen == [3, 2, 1, 0, 4]
+    assert len(q) == 0
+
+
+class _TryEveryJob:
+    """sjf's ranking as it was: every pending job in key order, until no GPU is free."""
+
+    blocking = False
+
+    def __init__(self) -> None:
+        self._queue = SortedQueue(by_remaining)
+
+    def rank(self, view: ClusterView) -> Iterator[int]:
+        self._queue.sync(view)
+        for job in self._queue.walk(view):
+            if free_gpus(view, TRAINING_ONLY) == 0:
+                return
+            yield job
+
+
+@pytest.mark.parametrize("scenario", ["cloud", "loaning"])
+def test_sjf_passing_over_jobs_that_cannot_fit_starts_the_same_jobs(scenario):
+    # elastic jobs (min_gpus < num_gpus), several GPU types (cloud) and loaned servers (loaning)
+    s = scenarios.get(scenario, {"workload.synthetic.num_jobs": "150"})
+    ref = ComposedScheduler("sjf", _TryEveryJob(), PackPlacement())
+    a, b = scenarios.simulate(s, make("sjf"), 0), scenarios.simulate(s, ref, 0)
+    assert any(j.min_gpus < j.num_gpus for j in a.jobs)
+    np.testing.assert_array_equal(a.first_start, b.first_start)
+    np.testing.assert_array_equal(a.finish, b.finish)
