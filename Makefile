@@ -21,7 +21,7 @@ run: setup
 	$(PY) train.py
 
 test: setup
-	$(PY) -m pytest -q
+	$(PY) -m pytest -n 2
 
 lint: setup
 	$(PY) -m ruff check .
