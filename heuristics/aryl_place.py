@@ -128,23 +128,20 @@ class FreeMap:
     total per (type, pool) kept up to date. ``free`` is a plain list (cheap to read and edit one
     server at a time)."""
 
-    def __init__(self, index: ServerIndex, free: list[int]) -> None:
+    def __init__(self, index: ServerIndex, free: list[int], totals: dict[Key, int] | None = None) -> None:
         self.index = index
         self.free = free  # per server id; 0 where nothing may be placed
-        self._total = {k: sum([free[i] for i in ids]) for k, ids in index.id_lists.items()}
+        self._total = (
+            totals if totals is not None else {k: sum([free[i] for i in ids]) for k, ids in index.id_lists.items()}
+        )
 
     @classmethod
     def now(cls, index: ServerIndex, view: ClusterView) -> FreeMap:
         """The GPUs free now (the totals are the view's own per (type, pool))."""
-        out = cls.__new__(cls)
-        out.index, out.free = index, view.free_list()
-        out._total = {k: view.total_free(*k) for k in index.id_lists}
-        return out
+        return cls(index, view.free_list(), {k: view.total_free(*k) for k in index.id_lists})
 
     def copy(self) -> FreeMap:
-        out = FreeMap.__new__(FreeMap)
-        out.index, out.free, out._total = self.index, self.free.copy(), self._total.copy()
-        return out
+        return FreeMap(self.index, self.free.copy(), self._total.copy())
 
     def total(self, key: Key) -> int:
         return self._total.get(key, 0)

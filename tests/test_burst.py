@@ -66,7 +66,7 @@ def test_guard_counts_work_lost_to_the_checkpoint_as_no_progress():
     engine = _toy(100.0, SimConfig(sample_s=0.0, checkpoint_interval_s=1800.0), 1000.0)
     with pytest.raises(DecisionError, match=f"restarted {MAX_FUTILE_RESTARTS} times without progress"):
         engine.run()
-    assert engine.jobs[0].work_done == 0.0
+    assert engine.view.state(0).work_done == 0.0
 
 
 def test_guard_lets_a_job_that_progresses_be_restarted_any_number_of_times():

@@ -310,7 +310,7 @@ class Engine:
         for i, j in enumerate(self.specs):
             if j.job_id != i:
                 raise ValueError(f"job ids must be 0..n-1 in submit order; job {i} has id {j.job_id}")
-        self.jobs = [_Job(s) for s in self.specs]
+        self._jobs = [_Job(s) for s in self.specs]
         rng = rng if rng is not None else np.random.default_rng(0)
         self.rng_fail, self.rng_speed = rng.spawn(2)
         self.now = 0.0
@@ -401,7 +401,7 @@ class Engine:
     def start(self) -> None:
         """Schedule the initial events. Call once, before the first ``next_decision``."""
         c = self.config
-        for j in self.jobs:
+        for j in self._jobs:
             self._push(j.spec.submit_time, ARRIVAL, j.idx)
         if self.demand is not None:
             self._push(0.0, DEMAND)
@@ -428,7 +428,7 @@ class Engine:
         """Process events up to the next instant that needs a decision and stop there (True), or
         run out: every job done, the horizon reached or a stall (False; ``finished`` is set)."""
         c, heap, handlers = self.config, self._heap, self._handlers
-        n = len(self.jobs)
+        n = len(self._jobs)
         self.round_tick = False
         while heap and self.done < n:
             t = heap[0][0]
@@ -463,13 +463,13 @@ class Engine:
     def result(self) -> SimResult:
         """The raw result (call once ``next_decision`` has returned False)."""
         for j in self.running:
-            self._settle(self.jobs[j])
-            self._account(self.jobs[j])
+            self._settle(self._jobs[j])
+            self._account(self._jobs[j])
         return self._result(self.truncated)
 
     # ------------------------------------------------------------------ handlers (return: decide after?)
     def _on_arrival(self, idx: int, _v: int) -> bool:
-        j = self.jobs[idx]
+        j = self._jobs[idx]
         j.status = JobStatus.PENDING
         j.queued_since = self.now
         j.sys_at_submit = self.i_in_system
@@ -481,12 +481,12 @@ class Engine:
         self.entered.append(idx)
         if self._trace:
             self._record("arrive", idx)
-        if idx == len(self.jobs) - 1:
+        if idx == len(self._jobs) - 1:
             self._window = self._usage()
         return True
 
     def _on_milestone(self, idx: int, version: int) -> bool:
-        j = self.jobs[idx]
+        j = self._jobs[idx]
         if version != j.version or j.status != JobStatus.RUNNING:
             return False
         self._settle(j)
@@ -520,7 +520,7 @@ class Engine:
             self._record("finish", idx, "" if j.work_done >= j.work else f"stopped at {j.work_done / j.work:.6g}")
 
     def _on_grace_done(self, idx: int, version: int) -> bool:
-        j = self.jobs[idx]
+        j = self._jobs[idx]
         if version != j.version or j.status != JobStatus.PREEMPTING:
             return False
         self._release_all(j)
@@ -634,7 +634,7 @@ class Engine:
     def _vacate(self, sid: int, reclaim: bool) -> None:
         """Empty a server now: flexible-only jobs scale in, the others are preempted."""
         for idx in list(self.cluster.hosted[sid]):
-            j = self.jobs[idx]
+            j = self._jobs[idx]
             if j.status == JobStatus.PREEMPTING:
                 self._release_all(j)
                 self._requeue(j)
@@ -718,9 +718,9 @@ class Engine:
         raise DecisionError(f"policy {self.scheduler.name}: {action!r} for {who} breaks rule '{rule}'")
 
     def _job(self, action: Action, idx: int, status: JobStatus) -> _Job:
-        if not isinstance(idx, int) or not 0 <= idx < len(self.jobs):
-            self._reject(action, None, f"job id must be in 0..{len(self.jobs) - 1}")
-        j = self.jobs[idx]
+        if not isinstance(idx, int) or not 0 <= idx < len(self._jobs):
+            self._reject(action, None, f"job id must be in 0..{len(self._jobs) - 1}")
+        j = self._jobs[idx]
         if j.status != status:
             self._reject(action, j, f"job must be {status.name.lower()}, it is {j.status.name.lower()}")
         return j
@@ -847,7 +847,7 @@ class Engine:
         near = {k for s, _ in (*j.base, *j.flex, *servers) for k in hosted[s]}
         near.discard(j.idx)
         for idx in sorted(near):
-            k = self.jobs[idx]
+            k = self._jobs[idx]
             crowd = self._crowd(k)
             if crowd != k.crowd and k.status == JobStatus.RUNNING:
                 self._settle(k)
@@ -935,7 +935,7 @@ class Engine:
 
     # ------------------------------------------------------------------ results
     def _result(self, truncated: bool) -> SimResult:
-        jobs = self.jobs
+        jobs = self._jobs
         now = self.now
         fair = np.array([j.fair if j.status == JobStatus.DONE else self._fair(j) for j in jobs])
         series_arr = np.array(self._series, dtype=float).reshape(-1, 8)

@@ -300,7 +300,7 @@ class ClusterView:
 
     def state(self, job: int) -> JobState:
         """A snapshot of one job's progress (settled to now)."""
-        j = self._e.jobs[job]
+        j = self._e._jobs[job]
         now = self._e.now
         done = self._done(j)
         held = now - j.held_since if j.status in (JobStatus.RUNNING, JobStatus.PREEMPTING) else 0.0
@@ -326,27 +326,27 @@ class ClusterView:
 
     def attained_service(self, job: int) -> float:
         """GPU-seconds held so far (cheaper than ``state(job).attained_service``)."""
-        j = self._e.jobs[job]
+        j = self._e._jobs[job]
         if j.status in (JobStatus.RUNNING, JobStatus.PREEMPTING):
             return float(j.attained + (self._e.now - j.held_since) * j.workers)
         return float(j.attained)
 
     def workers(self, job: int) -> int:
         """GPUs the job holds now."""
-        return self._e.jobs[job].workers
+        return self._e._jobs[job].workers
 
     def status_of(self, job: int) -> JobStatus:
-        return self._e.jobs[job].status
+        return self._e._jobs[job].status
 
     def allocation(self, job: int) -> tuple[JobStatus, str | None, Alloc, Alloc]:
         """(status, GPU type name or None, base workers, flexible workers) of the job now: the
         ``status``, ``gpu_type``, ``base`` and ``flex`` of ``state(job)``, without the snapshot."""
-        j = self._e.jobs[job]
+        j = self._e._jobs[job]
         return j.status, (j.gpu_type.name if j.gpu_type is not None else None), j.base, j.flex
 
     def remaining_work(self, job: int) -> float:
         """``state(job).remaining_work`` (settled to now), without the snapshot."""
-        j = self._e.jobs[job]
+        j = self._e._jobs[job]
         done = self._done(j)
         if self._level == "clairvoyant":
             return max(0.0, j.work - done)
@@ -354,7 +354,7 @@ class ClusterView:
 
     def restarting_until(self, job: int) -> float:
         """``state(job).restarting_until``: no progress before this time (nan unless running)."""
-        j = self._e.jobs[job]
+        j = self._e._jobs[job]
         return j.progress_from if j.status == _RUNNING else math.nan
 
     def rate(self, job: int, workers: int, servers: int, gpu_type: str) -> float:
@@ -463,7 +463,7 @@ class ClusterView:
     def progress(self, jobs: Sequence[int]) -> Progress:
         """Remaining work (as revealed), time waited, attained service and preemptions of ``jobs``."""
         e = self._e
-        now, records = e.now, e.jobs
+        now, records = e.now, e._jobs
         out = np.empty((4, len(jobs)))
         for i, idx in enumerate(jobs):
             j = records[idx]
@@ -484,7 +484,7 @@ class ClusterView:
         e = self._e
         out = []
         for idx in e.running:
-            j = e.jobs[idx]
+            j = e._jobs[idx]
             if j.rate <= 0.0 or j.gpu_type is None:
                 continue
             nominal = e.throughput.rate(j.spec, j.workers, j.nservers, j.gpu_type) * j.mults[j.phase] * j.crowd
