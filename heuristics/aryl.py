@@ -47,8 +47,6 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Annotated
 
 from envs.sim.policy import (
     ClusterView,
@@ -59,43 +57,13 @@ from envs.sim.policy import (
     Preemption,
     Scaling,
 )
-from envs.sim.settings import Flag, Num, Settings
 from envs.sim.throughput import packed_servers
+from heuristics.aryl_config import ArylConfig
 from heuristics.aryl_place import ArylPlacement
 from heuristics.aryl_reclaim import ArylReclaim
 from heuristics.aryl_scaling import AfsScaling, ArylRoom, ArylScaling
 from heuristics.common import RankedQueue, Room, Size
 from heuristics.registry import register
-
-
-@dataclass(frozen=True)
-class ArylConfig(Settings):
-    """Settings of ``aryl``, ``aryl-basic``, ``aryl-nogroup`` and ``afs``.
-
-    :param age_bound_s: a pending job that has waited this long goes to the front of phase 1 and
-        blocks backfill past it (ours: the paper's phase 1 "avoids starvation" without a rule).
-    :param restart_base_s: the policy's estimate of the fixed restart cost of a rescale (the
-        engine's ``sim.restart_base_s``), charged to knapsack options that change a job.
-    :param restart_per_gpu_s: the same, per GPU of the new allocation.
-    :param churn_factor: multiplies that restart cost in the knapsack values; 0 = rescale freely.
-    :param make_room: phase 1 may take flexible workers back to start pending jobs.
-    :param rescue: an elastic job whose base sits on a server being reclaimed is re-based onto its
-        other workers (a restart) instead of being preempted at the deadline (ours).
-    :param elastic_loaned_first: elastic jobs try loaned inference servers before training
-        servers (Aryl section 5.3; ``aryl-nogroup`` always tries training servers first).
-    :param checkpoint_interval_s: the policy's estimate of the checkpoint interval, for the
-        GPU-hours a reclaim preemption loses (reclaim tie-breaker).
-    """
-
-    age_bound_s: Annotated[float, Num(gt=0)] = 12 * 3600.0
-    restart_base_s: Annotated[float, Num(ge=0)] = 30.0
-    restart_per_gpu_s: Annotated[float, Num(ge=0)] = 1.0
-    churn_factor: Annotated[float, Num(ge=0)] = 1.0
-    make_room: Annotated[bool, Flag()] = True
-    rescue: Annotated[bool, Flag()] = True
-    elastic_loaned_first: Annotated[bool, Flag()] = True
-    checkpoint_interval_s: Annotated[float, Num(ge=0)] = 1800.0
-
 
 _PENDING = JobStatus.PENDING  # (a module constant: an enum member lookup costs more than the test)
 

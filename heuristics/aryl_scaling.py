@@ -67,16 +67,12 @@ import heapq
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from envs.sim.policy import Action, Alloc, ClusterView, JobStatus, Migrate, Scale
+from heuristics.aryl_config import ArylConfig, Phase1Order
 from heuristics.aryl_place import ArylPlacement, FreeMap, Key, plan
 from heuristics.common import Size
 from heuristics.knapsack import solve_mckp_dense
-
-if TYPE_CHECKING:
-    from heuristics.aryl import ArylConfig, ArylOrdering
-
 
 _RUNNING = JobStatus.RUNNING  # (a module constant: an enum member lookup costs more than the test)
 
@@ -223,7 +219,7 @@ class ArylRoom:
     """
 
     placement: ArylPlacement
-    ordering: ArylOrdering
+    ordering: Phase1Order
     make_room: bool = True
     rescue: bool = True
     _memo: dict[int, _Layout] = field(default_factory=dict, init=False, repr=False)
@@ -382,7 +378,7 @@ class ArylScaling:
 
     config: ArylConfig
     placement: ArylPlacement
-    ordering: ArylOrdering | None = None
+    ordering: Phase1Order | None = None
     group_flex: bool = True
     _rates: dict[tuple[int, str, int], list[float]] = field(default_factory=dict, init=False, repr=False)
     _memo: dict[int, _Layout] = field(default_factory=dict, init=False, repr=False)

@@ -10,7 +10,8 @@ phase 1, knapsack and reclaim planned with true durations.
 
 from __future__ import annotations
 
-from heuristics.aryl import ArylConfig, aryl
+from heuristics.aryl import aryl
+from heuristics.aryl_config import ArylConfig
 from heuristics.fifo import sjf
 from heuristics.registry import register
 

@@ -12,7 +12,8 @@ from envs.sim.engine import Engine, SimConfig
 from envs.sim.inference import DemandCurve, InferenceConfig
 from envs.sim.model import T4, V100, JobSpec, Pool, ServerSpec
 from envs.sim.policy import ComposedScheduler
-from heuristics.aryl import ArylConfig, ArylOrdering, build
+from heuristics.aryl import ArylOrdering, build
+from heuristics.aryl_config import ArylConfig
 from heuristics.aryl_place import ArylPlacement, best_fit
 from heuristics.aryl_reclaim import (
     ArylReclaim,
