@@ -241,7 +241,9 @@ def build(
         phase 2 by AFS's greedy instead of the knapsack.
     """
     cfg = config or ArylConfig()
-    placement = ArylPlacement(elastic=elastic, loaned_first=grouped and cfg.elastic_loaned_first)
+    placement = ArylPlacement(
+        elastic=elastic, loaned_first=grouped and cfg.elastic_loaned_first, type_order=cfg.type_order
+    )
     ordering = (AfsOrdering if afs else ArylOrdering)(placement, cfg.age_bound_s)
     scaling: Scaling = NoScaling()
     room: Preemption = NoPreemption()

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import Annotated, Protocol
 
 from envs.sim.policy import ClusterView
-from envs.sim.settings import Flag, Num, Settings
-from heuristics.common import Size
+from envs.sim.settings import Choice, Flag, Num, Settings
+from heuristics.common import TYPE_ORDERS, Size
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,8 @@ class ArylConfig(Settings):
         servers (Aryl section 5.3; ``aryl-nogroup`` always tries training servers first).
     :param checkpoint_interval_s: the policy's estimate of the checkpoint interval, for the
         GPU-hours a reclaim preemption loses (reclaim tie-breaker).
+    :param type_order: the order of a pool's GPU types a job allows: ``fastest`` first for it or
+        the cluster's ``listed`` order (``heuristics.common.TYPE_ORDERS``).
     """
 
     age_bound_s: Annotated[float, Num(gt=0)] = 12 * 3600.0
@@ -39,6 +41,7 @@ class ArylConfig(Settings):
     rescue: Annotated[bool, Flag()] = True
     elastic_loaned_first: Annotated[bool, Flag()] = True
     checkpoint_interval_s: Annotated[float, Num(ge=0)] = 1800.0
+    type_order: Annotated[str, Choice(TYPE_ORDERS)] = "fastest"
 
 
 class Phase1Order(Protocol):

@@ -27,6 +27,7 @@ import numpy as np
 
 from envs.sim.model import JobSpec, Pool
 from envs.sim.policy import Alloc, ClusterView, Start
+from heuristics.common import types_for
 
 Key = tuple[str, Pool]
 
@@ -112,15 +113,21 @@ class ServerIndex:
         return cls(arr, caps, key_of, ids, sizes, type_size)
 
 
-def pool_order(view: ClusterView, spec: JobSpec, loaned_first: bool, gpu_type: str | None = None) -> list[Key]:
+def pool_order(
+    view: ClusterView, spec: JobSpec, loaned_first: bool, gpu_type: str | None = None, type_order: str = "fastest"
+) -> list[Key]:
     """The (type, pool) pairs ``spec`` may use, in order of preference: loaned inference servers
-    first if ``loaned_first``, else training servers first; within a pool the cluster's order.
-    ``gpu_type`` restricts to one type (flexible workers follow their base's type)."""
-    keys = [
-        (t, p) for t, p in view.pool_types() if (gpu_type is None or t == gpu_type) and spec.allows(view.gpu_type(t))
-    ]
+    first if ``loaned_first``, else training servers first; within a pool the types in the order
+    of ``type_order`` (``heuristics.common.types_for``, at the job's requested GPUs). ``gpu_type``
+    restricts to one type (flexible workers follow their base's type)."""
     first = Pool.INFERENCE if loaned_first else Pool.TRAINING
-    return [k for k in keys if k[1] == first] + [k for k in keys if k[1] != first]
+    second = Pool.TRAINING if loaned_first else Pool.INFERENCE
+    return [
+        (t, p)
+        for p in (first, second)
+        for t in types_for(view, spec, p, spec.num_gpus, type_order)
+        if gpu_type is None or t == gpu_type
+    ]
 
 
 class FreeMap:
@@ -190,10 +197,12 @@ class ArylPlacement:
     :param elastic: start elastic jobs at ``min_gpus`` (Aryl) or at ``num_gpus`` (Basic).
     :param loaned_first: elastic jobs prefer loaned inference servers (Aryl; off in the
         placement ablation ``aryl-nogroup``).
+    :param type_order: the order of a pool's GPU types (``heuristics.common.TYPE_ORDERS``).
     """
 
     elastic: bool = True
     loaned_first: bool = True
+    type_order: str = "fastest"
     _index: ServerIndex | None = field(default=None, init=False, repr=False)
     _keys: dict[tuple[int, str | None], list[Key]] = field(default_factory=dict, init=False, repr=False)
     _starts: dict[int, tuple[int, list[Key]]] = field(default_factory=dict, init=False, repr=False)
@@ -208,7 +217,8 @@ class ArylPlacement:
         k = (spec.job_id, gpu_type)
         keys = self._keys.get(k)
         if keys is None:
-            keys = pool_order(view, spec, self.loaned_first and self.elastic and spec.elastic, gpu_type)
+            loaned_first = self.loaned_first and self.elastic and spec.elastic
+            keys = pool_order(view, spec, loaned_first, gpu_type, self.type_order)
             self._keys[k] = keys
         return keys
 

@@ -6,11 +6,27 @@ import bisect
 import heapq
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Annotated
 
 from envs.sim.model import JobSpec, Pool
 from envs.sim.policy import Alloc, ClusterView, JobStatus, Start
+from envs.sim.settings import Choice, Settings
 
 TRAINING_ONLY: tuple[Pool, ...] = (Pool.TRAINING,)
+TYPE_ORDERS = ("fastest", "listed")
+"""How a placement orders the GPU types a job allows within a pool: ``fastest`` first for that
+job (the throughput model's nominal rate of its GPUs on one server of the type: never a
+machine's latent speed factor; ties in the cluster's order), or the cluster's ``listed`` order
+(what every placement did before; ``--set policy.type_order=listed``)."""
+
+
+def types_for(view: ClusterView, job: JobSpec, pool: Pool, gpus: int, order: str = "fastest") -> list[str]:
+    """The GPU types of ``pool`` that ``job`` allows, in the preference of ``order`` (:data:`TYPE_ORDERS`)."""
+    names = [t for t, p in view.pool_types() if p == pool and job.allows(view.gpu_type(t))]
+    if order == "fastest" and len(names) > 1:
+        speed = {t: view.rate(job.job_id, gpus, 1, t) for t in names}
+        names.sort(key=lambda t: -speed[t])  # stable: equals keep the cluster's order
+    return names
 
 
 def pack(
@@ -20,20 +36,19 @@ def pack(
     pools: Sequence[Pool] = TRAINING_ONLY,
     exclude: frozenset[int] = frozenset(),
     gpu_type: str | None = None,
+    type_order: str = "fastest",
 ) -> Alloc | None:
     """Place ``gpus`` workers of ``job`` on as few servers as possible.
 
     Tries the pools in the given order and, within a pool, the GPU types the job allows in the
-    cluster's order (only ``gpu_type`` if given). One server if any fits (best fit: the fewest
-    free GPUs that suffice, lowest id among equals); otherwise the servers with the most free
-    GPUs, the last one chosen by best fit for the remainder. ``exclude``: servers not to use.
-    ``None`` if it does not fit.
+    order of ``type_order`` (:func:`types_for`; only ``gpu_type`` if given). One server if any
+    fits (best fit: the fewest free GPUs that suffice, lowest id among equals); otherwise the
+    servers with the most free GPUs, the last one chosen by best fit for the remainder.
+    ``exclude``: servers not to use. ``None`` if it does not fit.
     """
     for pool in pools:
-        for tname, p in view.pool_types():
-            if p != pool or not job.allows(view.gpu_type(tname)) or view.total_free(tname, pool) < gpus:
-                continue
-            if gpu_type is not None and tname != gpu_type:
+        for tname in types_for(view, job, pool, gpus, type_order) if gpu_type is None else (gpu_type,):
+            if not job.allows(view.gpu_type(tname)) or view.total_free(tname, pool) < gpus:
                 continue
             if not exclude:
                 sid = view.best_fit(tname, pool, gpus)
@@ -72,11 +87,21 @@ class PackPlacement:
     An elastic job starts at its requested ``num_gpus`` as base workers: no elasticity."""
 
     pools: tuple[Pool, ...] = TRAINING_ONLY
+    type_order: str = "fastest"
 
     def place(self, view: ClusterView, job: int) -> Start | None:
         spec = view.job(job)
-        alloc = pack(view, spec, spec.num_gpus, self.pools)
+        alloc = pack(view, spec, spec.num_gpus, self.pools, type_order=self.type_order)
         return None if alloc is None else Start(job, alloc)
+
+
+@dataclass(frozen=True)
+class PackConfig(Settings):
+    """Settings of the policies that place with :func:`pack` alone (``fifo``, ``sjf``, ``qssf``).
+
+    :param type_order: ``fastest`` or ``listed`` (:data:`TYPE_ORDERS`)."""
+
+    type_order: Annotated[str, Choice(TYPE_ORDERS)] = "fastest"
 
 
 class SortedQueue:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from envs.sim.policy import ClusterView, ComposedScheduler, JobStatus
-from heuristics.common import TRAINING_ONLY, PackPlacement, RankedQueue, Room, SortedQueue, free_gpus
+from heuristics.common import TRAINING_ONLY, PackConfig, PackPlacement, RankedQueue, Room, SortedQueue, free_gpus
 from heuristics.registry import register
 
 
@@ -78,13 +78,15 @@ class QueueOrdering:
                 room.taken()
 
 
-def fifo() -> ComposedScheduler:
-    return ComposedScheduler("fifo", QueueOrdering(by_submit, blocking=True), PackPlacement())
+def fifo(config: PackConfig | None = None) -> ComposedScheduler:
+    c = config or PackConfig()
+    return ComposedScheduler("fifo", QueueOrdering(by_submit, blocking=True), PackPlacement(type_order=c.type_order))
 
 
-def sjf() -> ComposedScheduler:
-    return ComposedScheduler("sjf", QueueOrdering(by_remaining, blocking=False), PackPlacement())
+def sjf(config: PackConfig | None = None) -> ComposedScheduler:
+    c = config or PackConfig()
+    return ComposedScheduler("sjf", QueueOrdering(by_remaining, blocking=False), PackPlacement(type_order=c.type_order))
 
 
-register("fifo", fifo, needs="none")
-register("sjf", sjf)
+register("fifo", fifo, PackConfig, needs="none")
+register("sjf", sjf, PackConfig)

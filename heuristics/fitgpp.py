@@ -66,8 +66,8 @@ from envs.sim.policy import (
     Preempt,
     Start,
 )
-from envs.sim.settings import Num, Settings
-from heuristics.common import SortedQueue, pack
+from envs.sim.settings import Choice, Num, Settings
+from heuristics.common import TYPE_ORDERS, SortedQueue, pack, types_for
 from heuristics.registry import register
 
 logger = logging.getLogger(__name__)
@@ -80,9 +80,11 @@ class PreemptionConfig(Settings):
 
     :param max_preemptions: a BE job preempted this many times is no longer a candidate
         (FitGpp's starvation bound); 0 turns preemption off (TE jobs then only jump the queue).
+    :param type_order: the order of the GPU types a job allows (``heuristics.common.TYPE_ORDERS``).
     """
 
     max_preemptions: Annotated[int, Num(ge=0)] = 3
+    type_order: Annotated[str, Choice(TYPE_ORDERS)] = "fastest"
 
 
 @dataclass(frozen=True)
@@ -214,10 +216,11 @@ class TePreemptive:
     borrows = False
     round_s: float | None = None
 
-    def __init__(self, name: str, choice: VictimChoice, max_preemptions: int) -> None:
+    def __init__(self, name: str, choice: VictimChoice, max_preemptions: int, type_order: str = "fastest") -> None:
         self.name = name
         self.choice = choice
         self.max_preemptions = max_preemptions
+        self.type_order = type_order
         self._queue = SortedQueue(_class_then_submit)
         self._res: dict[int, Reservation] = {}
         self._reclaim = FewestJobsReclaim()
@@ -296,13 +299,13 @@ class TePreemptive:
         """Where ``spec`` starts now on GPUs no reservation claims (``fifo``'s placement)."""
         reserved = self._reserved()
         if not reserved:
-            return pack(view, spec, spec.num_gpus)
+            return pack(view, spec, spec.num_gpus, type_order=self.type_order)
         usable = {}
         for sid, gpus in reserved.items():
             free = view.free(sid)
             held = sum(g for _, g in self._checkpointing(view, sid))
             usable[sid] = max(0, min(free, free + held - gpus))
-        return _pack_usable(view, spec, spec.num_gpus, usable)
+        return _pack_usable(view, spec, spec.num_gpus, usable, self.type_order)
 
     def _plan(self, view: ClusterView, spec: JobSpec) -> tuple[Reservation, tuple[int, ...]] | None:
         """The reservation and victims that serve TE job ``spec``, or ``None``."""
@@ -354,13 +357,12 @@ class TePreemptive:
         return Reservation(c.server, need, c.victims), c.victims
 
 
-def _pack_usable(view: ClusterView, spec: JobSpec, gpus: int, usable: dict[int, int]) -> Alloc | None:
+def _pack_usable(view: ClusterView, spec: JobSpec, gpus: int, usable: dict[int, int], type_order: str) -> Alloc | None:
     """``heuristics.common.pack`` on training servers, with ``usable`` overriding some servers'
     free GPUs: one server by best fit (fewest usable that suffice, lowest id), else spread over
     the servers with the most usable GPUs, the last one by best fit for the remainder."""
-    for tname, pool in view.pool_types():
-        if pool != Pool.TRAINING or not spec.allows(view.gpu_type(tname)):
-            continue
+    pool = Pool.TRAINING
+    for tname in types_for(view, spec, pool, gpus, type_order):
         frees = [(usable.get(s, view.free(s)), s) for s in view.servers_by_free(tname, pool)]
         frees = sorted(((f, s) for f, s in frees if f > 0), key=lambda x: (-x[0], x[1]))
         if sum(f for f, _ in frees) < gpus:
@@ -386,17 +388,17 @@ def _pack_usable(view: ClusterView, spec: JobSpec, gpus: int, usable: dict[int, 
 # ----------------------------------------------------------------------------- factories
 def fitgpp(config: FitGppConfig | None = None) -> TePreemptive:
     c = config or FitGppConfig()
-    return TePreemptive("fitgpp", FitGppChoice(c.s), c.max_preemptions)
+    return TePreemptive("fitgpp", FitGppChoice(c.s), c.max_preemptions, c.type_order)
 
 
 def lrtp(config: PreemptionConfig | None = None) -> TePreemptive:
     c = config or PreemptionConfig()
-    return TePreemptive("lrtp", LrtpChoice(), c.max_preemptions)
+    return TePreemptive("lrtp", LrtpChoice(), c.max_preemptions, c.type_order)
 
 
 def rand(config: PreemptionConfig | None = None) -> TePreemptive:
     c = config or PreemptionConfig()
-    return TePreemptive("rand", RandChoice(), c.max_preemptions)
+    return TePreemptive("rand", RandChoice(), c.max_preemptions, c.type_order)
 
 
 register("fitgpp", fitgpp, FitGppConfig, needs="none")

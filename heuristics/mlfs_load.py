@@ -54,6 +54,7 @@ import numpy as np
 
 from envs.sim.model import JobSpec, Pool
 from envs.sim.policy import Action, ClusterView, JobStatus, Migrate, Start, Stop
+from heuristics.common import types_for
 from heuristics.mlfs_priority import MlfsConfig, job_priorities
 
 GPU, CPU, MEM, NET = range(4)
@@ -150,8 +151,8 @@ class MlfsPlacement:
     def place(self, view: ClusterView, job: int) -> Start | None:
         spec = view.job(job)
         n = spec.num_gpus
-        types = [t for t, p in view.pool_types() if p == Pool.TRAINING and spec.allows(view.gpu_type(t))]
-        types = [t for t in types if view.total_free(t, Pool.TRAINING) >= n]
+        order = self.config.type_order
+        types = [t for t in types_for(view, spec, Pool.TRAINING, n, order) if view.total_free(t, Pool.TRAINING) >= n]
         if not types:
             return None
         acc = self.accounting
@@ -171,6 +172,8 @@ class MlfsPlacement:
                     d = distance_to_host(post, h)
                     if best is None or (d, sid) < best:
                         best = (d, sid)
+            if best is not None and order == "fastest":
+                break  # the fastest type with a server below the threshold: the ideal host among its servers
         if best is not None:
             return Start(job, ((best[1], n),))
         for t in types:

@@ -38,7 +38,8 @@ from typing import Annotated
 
 from envs.sim.accuracy import DEFAULT_CURVE
 from envs.sim.policy import ClusterView
-from envs.sim.settings import Flag, Num, Settings
+from envs.sim.settings import Choice, Flag, Num, Settings
+from heuristics.common import TYPE_ORDERS
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,9 @@ class MlfsConfig(Settings):
     :param min_gain: a job that allows an early stop also stops when the rest of its work would
         add less accuracy than this (its predicted best is reached; ours).
     :param round_s: period of the load-control rounds (ours: Tiresias' 5 minutes).
+    :param type_order: ``fastest``: the ideal host among the servers of the fastest GPU type the
+        job allows that has one below the threshold; ``listed``: among the servers of every type
+        (the paper's rule; ``heuristics.common.TYPE_ORDERS``).
     """
 
     alpha: Annotated[float, Num(ge=0, le=1)] = 0.3
@@ -87,6 +91,7 @@ class MlfsConfig(Settings):
     migration_cooldown_s: Annotated[float, Num(ge=0)] = 1800.0
     min_gain: Annotated[float, Num(ge=0)] = 0.001
     round_s: Annotated[float, Num(ge=1)] = 300.0
+    type_order: Annotated[str, Choice(TYPE_ORDERS)] = "fastest"
 
 
 @dataclass(frozen=True, slots=True)

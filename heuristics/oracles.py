@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from heuristics.aryl import aryl
 from heuristics.aryl_config import ArylConfig
+from heuristics.common import PackConfig
 from heuristics.fifo import sjf
 from heuristics.registry import register
 
-register("oracle-sjf", sjf, oracle=True)
+register("oracle-sjf", sjf, PackConfig, oracle=True)
 register("oracle-aryl", aryl, ArylConfig, oracle=True)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from envs.sim.model import JobSpec
 from envs.sim.policy import ClusterView, ComposedScheduler
-from heuristics.common import PackPlacement
+from heuristics.common import PackConfig, PackPlacement
 from heuristics.fifo import QueueOrdering
 from heuristics.registry import register
 
@@ -83,8 +83,9 @@ class QssfOrdering:
         return self._queue.rank(view)
 
 
-def qssf() -> ComposedScheduler:
-    return ComposedScheduler("qssf", QssfOrdering(), PackPlacement())
+def qssf(config: PackConfig | None = None) -> ComposedScheduler:
+    c = config or PackConfig()
+    return ComposedScheduler("qssf", QssfOrdering(), PackPlacement(type_order=c.type_order))
 
 
-register("qssf", qssf, needs="none")
+register("qssf", qssf, PackConfig, needs="none")

@@ -35,10 +35,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Annotated
 
-from envs.sim.model import JobSpec
+from envs.sim.model import JobSpec, Pool
 from envs.sim.policy import Action, ClusterView, FewestJobsReclaim, JobStatus, Preempt, Start
-from envs.sim.settings import Each, Num, Settings
-from heuristics.common import TRAINING_ONLY, RankedQueue, Room, Size, pack
+from envs.sim.settings import Choice, Each, Num, Settings
+from heuristics.common import TRAINING_ONLY, TYPE_ORDERS, RankedQueue, Room, Size, pack, types_for
 from heuristics.registry import register
 
 Key = tuple[float, ...]  # (queue level, submit time, job): the rank, smaller first
@@ -48,11 +48,13 @@ Key = tuple[float, ...]  # (queue level, submit time, job): the rank, smaller fi
 class TiresiasConfig(Settings):
     """:param thresholds_gpu_h: queue boundaries in GPU-hours of attained service.
     :param round_s: seconds between two preemptive re-prioritisations.
-    :param promote_knob: promote a job waiting longer than this times its executed time."""
+    :param promote_knob: promote a job waiting longer than this times its executed time.
+    :param type_order: the order of the GPU types a job allows (``heuristics.common.TYPE_ORDERS``)."""
 
     thresholds_gpu_h: Annotated[tuple[float, ...], Each(Num(gt=0))] = (1.0, 10.0)
     round_s: Annotated[float, Num(ge=1)] = 300.0
     promote_knob: Annotated[float, Num(ge=0)] = 8.0
+    type_order: Annotated[str, Choice(TYPE_ORDERS)] = "fastest"
 
 
 @dataclass
@@ -98,7 +100,7 @@ class Tiresias:
         for key in self._ranked.walk(room.fits):
             job = int(key[-1])
             spec = view.job(job)
-            alloc = pack(view, spec, spec.num_gpus)
+            alloc = pack(view, spec, spec.num_gpus, type_order=self.config.type_order)
             assert alloc is not None  # pack places a job exactly when one type it allows has room
             yield Start(job, alloc)
             self._ranked.discard(job)
@@ -141,7 +143,7 @@ class Tiresias:
                 level = bisect.bisect_right(thresholds, service(j) - offset.get(j, 0.0))
                 rows.append(((level, spec_of(j).submit_time, j), gpu_type, workers(j)))
         rows.sort()
-        chosen = _choose(view, self._ranked, rows)
+        chosen = _choose(view, self._ranked, rows, self.config.type_order)
         for job in running:
             if job not in chosen:
                 yield Preempt(job)
@@ -158,13 +160,16 @@ class Tiresias:
         return list(self._reclaim.reclaim(view, k))
 
 
-def _choose(view: ClusterView, ranked: RankedQueue, running: list[tuple[Key, str | None, int]]) -> dict[int, str]:
+def _choose(
+    view: ClusterView, ranked: RankedQueue, running: list[tuple[Key, str | None, int]], type_order: str
+) -> dict[int, str]:
     """The jobs that fit the per-type GPU budget in rank order, each with the type it runs on
     (in rank order); ``running``: (key, type, GPUs) of the running jobs, sorted.
 
-    A running job keeps its type. A pending one takes the first type it allows (cluster order)
-    that holds it without displacing any running job ranked below it, else the first whose
-    budget still holds it (those running jobs are then preempted), else it is not chosen.
+    A running job keeps its type. A pending one takes the first type it allows (in the order of
+    ``type_order``: ``heuristics.common.types_for``) that holds it without displacing any running
+    job ranked below it, else the first whose budget still holds it (those running jobs are then
+    preempted), else it is not chosen.
     """
     budget: dict[str, int] = {}  # GPUs per training type not yet given to a chosen job
     below: dict[str, int] = {}  # of those, GPUs held by running jobs not yet reached in the ranking
@@ -186,7 +191,7 @@ def _choose(view: ClusterView, ranked: RankedQueue, running: list[tuple[Key, str
     def take_pending(job: int) -> None:
         spec: JobSpec = view.job(job)
         need = spec.num_gpus
-        types = [t for t in budget if need <= budget[t] and spec.allows(view.gpu_type(t))]
+        types = [t for t in types_for(view, spec, Pool.TRAINING, need, type_order) if need <= budget.get(t, -1)]
         if types:
             t = next((t for t in types if need <= budget[t] - below[t]), types[0])
             chosen[job] = t

@@ -213,7 +213,7 @@ def test_minimal_sets_match_brute_force():
 
 
 def test_configs_are_validated_and_settable():
-    with pytest.raises(ConfigError, match="'s' must be in"):
+    with pytest.raises(ConfigError, match=r"'s=1.5' must be in \[0, 1\]"):
         make("fitgpp", {"s": "1.5"})
     with pytest.raises(ConfigError, match="max_preemptions"):
         make("lrtp", {"max_preemptions": "-1"})
