@@ -2,19 +2,69 @@
 
 An oracle's view is clairvoyant and shows the machines' true speed factors
 (``envs/sim/information.py``). Oracles exist to measure a task's headroom (how much knowing more
-is worth), never as baselines: their names start with ``oracle-`` and results flag them.
+is worth, seat by seat), never as baselines: their names start with ``oracle-`` and results flag
+them.
 
-``oracle-sjf``: ``sjf`` ranking by the true remaining run time. ``oracle-aryl``: Aryl, its
-phase 1, knapsack and reclaim planned with true durations.
+- ``oracle-sjf``: ``sjf`` ranking by the true remaining run time (the ordering seat's headroom).
+- ``oracle-aryl``: Aryl, its phase 1, knapsack and reclaim planned with true durations.
+- ``oracle-speed``: ``qssf``'s ranking (it reads no duration) with :class:`TrueSpeedPlacement`,
+  which places by the machines' true speeds (the placement seat's headroom where machines differ
+  by a latent factor, as on ``cloud``).
+- ``oracle-sjf-speed``: both seats' truths together.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from envs.sim.model import JobSpec
+from envs.sim.policy import Alloc, ClusterView, ComposedScheduler, Start
 from heuristics.aryl import aryl
 from heuristics.aryl_config import ArylConfig
-from heuristics.common import PackConfig
-from heuristics.fifo import sjf
+from heuristics.common import TRAINING_ONLY, PackConfig, pack, types_for
+from heuristics.fifo import QueueOrdering, by_remaining, sjf
+from heuristics.qssf import QssfOrdering
 from heuristics.registry import register
+
+
+@dataclass
+class TrueSpeedPlacement:
+    """Start a pending job at its requested GPUs on the one server where it runs fastest: the
+    throughput model's rate on the server's GPU type times the machine's true speed factor (what
+    only an oracle's view shows), the tightest fit among equals, then the lowest id; a gang no
+    server holds is spread as :func:`heuristics.common.pack` spreads it. Training pool only."""
+
+    def place(self, view: ClusterView, job: int) -> Start | None:
+        spec = view.job(job)
+        alloc = self._one_server(view, spec) or pack(view, spec, spec.num_gpus, TRAINING_ONLY)
+        return None if alloc is None else Start(job, alloc)
+
+    @staticmethod
+    def _one_server(view: ClusterView, spec: JobSpec) -> Alloc | None:
+        n = spec.num_gpus
+        best: tuple[float, int, int] | None = None
+        for pool in TRAINING_ONLY:
+            for t in types_for(view, spec, pool, n):
+                rate = view.rate(spec.job_id, n, 1, t)
+                for sid in view.servers_by_free(t, pool):
+                    free = view.free(sid)
+                    if free < n:
+                        break  # most free first: the rest hold fewer
+                    key = (-rate * view.servers[sid].speed_factor, free, sid)
+                    if best is None or key < best:
+                        best = key
+        return None if best is None else ((best[2], n),)
+
+
+def oracle_speed() -> ComposedScheduler:
+    return ComposedScheduler("oracle-speed", QssfOrdering(), TrueSpeedPlacement())
+
+
+def oracle_sjf_speed() -> ComposedScheduler:
+    return ComposedScheduler("oracle-sjf-speed", QueueOrdering(by_remaining, blocking=False), TrueSpeedPlacement())
+
 
 register("oracle-sjf", sjf, PackConfig, oracle=True)
 register("oracle-aryl", aryl, ArylConfig, oracle=True)
+register("oracle-speed", oracle_speed, oracle=True)
+register("oracle-sjf-speed", oracle_sjf_speed, oracle=True)
