@@ -1,0 +1,139 @@
+"""The benchmark tasks (DESIGN.md §6b): where a learned scheduler is measured against the
+heuristics of the field and against oracles that see the truth.
+
+A :class:`BenchTask` names a scenario, its ``--set`` overrides (the information level among
+them), the seed ranges for training, evaluation during training and the held-out test, the main
+metric and whether lower is better, and the policies of its leaderboard: the realistic
+heuristics that may run at its information level (each as strong as it sensibly can be), and
+the oracles (``heuristics.oracles``) whose gap to the best realistic heuristic is the task's
+headroom. ``python benchmarks/suite.py`` runs them all and prints the leaderboard;
+``python benchmarks/headroom.py`` measures the headroom seat by seat.
+
+The seed ranges are train.py's: training episodes draw from 0-9,999, evaluation during
+training uses 100,000-100,009, and the 40 test seeds 200,000-200,039 are used only here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from envs.sim.config import ConfigError
+
+TRAIN_SEEDS = range(0, 10_000)
+EVAL_SEEDS = range(100_000, 100_010)
+TEST_SEEDS = range(200_000, 200_040)
+
+
+@dataclass(frozen=True)
+class BenchTask:
+    """One benchmark task. ``sets``: ``--set`` overrides of ``scenario``; ``metric``: a key of
+    ``envs.sim.metrics.METRICS``; ``heuristics``: the realistic policies compared (all allowed
+    at the task's information level); ``oracles``: the ones that read the truth; ``trained``:
+    whether agents are trained on it (False: a generalisation task, evaluated with agents
+    trained elsewhere)."""
+
+    name: str
+    scenario: str
+    sets: tuple[tuple[str, str], ...]
+    metric: str
+    lower_is_better: bool
+    heuristics: tuple[str, ...]
+    oracles: tuple[str, ...]
+    why: str
+    trained: bool = True
+    train_seeds: range = TRAIN_SEEDS
+    eval_seeds: range = EVAL_SEEDS
+    test_seeds: range = TEST_SEEDS
+
+    @property
+    def information(self) -> str:
+        return dict(self.sets).get("information.level", "clairvoyant")
+
+    def set_args(self) -> list[str]:
+        """The overrides as train.py / evaluate.py ``--set`` arguments."""
+        return [a for k, v in self.sets for a in ("--set", f"{k}={v}")]
+
+
+_CLAIRVOYANT = ("fifo", "sjf", "tiresias", "qssf", "aryl", "mlfs", "fitgpp")
+_BLIND = ("fifo", "tiresias", "qssf", "fitgpp")  # needs="none": they read no duration
+_ORACLES = ("oracle-sjf", "oracle-aryl", "oracle-speed", "oracle-sjf-speed")
+
+TASKS: dict[str, BenchTask] = {
+    t.name: t
+    for t in (
+        BenchTask(
+            "default",
+            "default",
+            (),
+            "avg_jct_s",
+            True,
+            _CLAIRVOYANT,
+            _ORACLES,
+            "train.py's default scenario with true durations: the heuristics see what the oracles "
+            "see, so the headroom is in the decisions, not in information.",
+        ),
+        BenchTask(
+            "default-estimate",
+            "default",
+            (("information.level", "estimate"),),
+            "avg_jct_s",
+            True,
+            _CLAIRVOYANT,
+            _ORACLES,
+            "default with durations known only as log-normal estimates (sigma 1): what a real "
+            "cluster's user-given or predicted durations are.",
+        ),
+        BenchTask(
+            "cloud",
+            "cloud",
+            (),
+            "avg_jct_s",
+            True,
+            _CLAIRVOYANT,
+            _ORACLES,
+            "heterogeneous GPU types with latent per-machine speed factors, revealed only by "
+            "job progress (the dual-agent paper's setting); fee is reported beside the JCT.",
+        ),
+        BenchTask(
+            "deadline",
+            "deadline",
+            (),
+            "deadline_hit_ratio",
+            False,
+            _CLAIRVOYANT,
+            ("oracle-sjf", "oracle-aryl"),
+            "MLFS's setting: most jobs carry deadlines; the share of deadlines met is the metric.",
+        ),
+        BenchTask(
+            "contention-none",
+            "default",
+            (("information.level", "none"), ("workload.load", "1.6")),
+            "avg_jct_s",
+            True,
+            _BLIND,
+            ("oracle-sjf", "oracle-speed"),
+            "no duration information at an offered load of 1.6, so queues are long and the order "
+            "matters: only attained service and the history of finished jobs are known.",
+        ),
+        BenchTask(
+            "trace-itp",
+            "trace",
+            (("information.level", "none"),),
+            "avg_jct_s",
+            True,
+            _BLIND,
+            ("oracle-sjf",),
+            "the shipped ITP trace replayed on the trace scenario's cluster, evaluated with agents "
+            "trained on contention-none only: the generalisation gap from synthetic to real jobs.",
+            trained=False,
+        ),
+    )
+}
+
+
+def get(name: str) -> BenchTask:
+    """The task named ``name``, or the user's error naming the valid ones."""
+    try:
+        return TASKS[name]
+    except KeyError:
+        raise ConfigError(f"unknown task '{name}'; valid tasks: {', '.join(TASKS)}.") from None

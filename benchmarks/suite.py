@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""The benchmark suite's leaderboard: every task of ``agents/tasks.py``, its realistic
+heuristics, its oracles and its agents, on the task's held-out test seeds.
+
+    python benchmarks/suite.py [--tasks default,cloud] [--seeds 200000-200009] [--workers 2]
+        [--agents ppo:pretrained/cloud,...] [--json PATH] [--markdown PATH]
+
+Per task it prints each policy's main metric (mean and 95% CI over the seeds), the best
+realistic heuristic, the headroom (how much better the best oracle is than it), and for each
+agent the paired difference to the best realistic heuristic (mean and 95% CI of the per-seed
+difference: the agent beats it where the interval excludes zero on the better side). Agents
+default to ``pretrained/<task>`` where that folder exists. A task is run with the same job set
+for every policy (``scenarios.build``), so the per-seed differences are paired.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from agents import evaluation as ev
+from agents import tasks as suite
+from agents.trained import AGENT_PREFIX
+from envs.sim.config import ConfigError
+from envs.sim.fileio import atomic_write
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Row:
+    policy: str
+    kind: str  # "heuristic", "oracle" or "agent"
+    mean: float
+    ci95: float | None
+    n: int
+    diff: float | None = None  # agents: mean per-seed difference to the best heuristic
+    diff_ci95: float | None = None
+
+
+def paired(a: Sequence[float], b: Sequence[float]) -> tuple[float, float | None]:
+    """Mean and 95% CI half-width (Student t) of the per-seed differences a - b."""
+    d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
+    if len(d) < 2:
+        return float(d.mean()), None
+    return float(d.mean()), float(stats.t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / math.sqrt(len(d)))
+
+
+def default_agents(task: suite.BenchTask) -> list[str]:
+    """``pretrained/<task>`` (or, for a task without training, ``pretrained/contention-none``) where it exists."""
+    folder = ROOT / "pretrained" / (task.name if task.trained else "contention-none")
+    return [AGENT_PREFIX + str(folder)] if (folder / "config.yaml").is_file() else []
+
+
+def run_task(
+    task: suite.BenchTask, seeds: Sequence[int], agents: Sequence[str], workers: int, backend: str
+) -> tuple[list[Row], dict[str, dict[int, float]]]:
+    policies = [*task.heuristics, *task.oracles, *agents]
+    plan = ev.plan(policies, [task.scenario], seeds, [dict(task.sets)])
+    results = ev.execute(plan, backend=backend, workers=workers)
+    per_seed: dict[str, dict[int, float]] = {}
+    for r in results:
+        value = r.metrics[task.metric]
+        if r.metrics["jobs_unfinished"]:
+            value = None
+        if value is not None:
+            per_seed.setdefault(r.task.policy, {})[r.task.seed] = float(value)
+    kinds = {p: "heuristic" for p in task.heuristics} | {p: "oracle" for p in task.oracles}
+    sign = 1.0 if task.lower_is_better else -1.0
+    complete = {p: v for p, v in per_seed.items() if len(v) == len(seeds)}
+    best = min((p for p in task.heuristics if p in complete), key=lambda p: sign * np.mean(list(complete[p].values())))
+    rows = []
+    for r_agg in ev.aggregate(results):
+        p = r_agg.policy
+        s = r_agg.metrics[task.metric]
+        if p not in complete or s.mean is None:
+            continue
+        kind = kinds.get(p, "agent")
+        diff = diff_ci = None
+        if kind == "agent":
+            diff, diff_ci = paired([complete[p][x] for x in seeds], [complete[best][x] for x in seeds])
+        rows.append(Row(p, kind, s.mean, s.ci95, s.n, diff, diff_ci))
+    return rows, complete
+
+
+def best_of(rows: Sequence[Row], kind: str, lower: bool) -> Row | None:
+    pick = [r for r in rows if r.kind == kind]
+    if not pick:
+        return None
+    return min(pick, key=lambda r: r.mean if lower else -r.mean)
+
+
+def headroom(task: suite.BenchTask, rows: Sequence[Row]) -> float | None:
+    """How much better the best oracle is than the best realistic heuristic, as a share of the
+    heuristic's figure (positive: there is room)."""
+    h = best_of(rows, "heuristic", task.lower_is_better)
+    o = best_of(rows, "oracle", task.lower_is_better)
+    if h is None or o is None or h.mean == 0:
+        return None
+    gain = (h.mean - o.mean) if task.lower_is_better else (o.mean - h.mean)
+    return gain / abs(h.mean)
+
+
+def _fmt(x: float | None, metric: str) -> str:
+    if x is None:
+        return "-"
+    return f"{x:,.3f}" if abs(x) < 10 else f"{x:,.0f}"
+
+
+def render(task: suite.BenchTask, rows: Sequence[Row], seeds: Sequence[int]) -> list[str]:
+    """The task's leaderboard as markdown lines."""
+    better = "lower" if task.lower_is_better else "higher"
+    room = headroom(task, rows)
+    best = best_of(rows, "heuristic", task.lower_is_better)
+    lines = [
+        f"### {task.name}: {task.scenario}, information {task.information}, {task.metric} ({better} is better)",
+        "",
+        f"{task.why} Seeds {seeds[0]}-{seeds[-1]} ({len(seeds)}); best realistic heuristic: "
+        f"{best.policy if best else '-'}; oracle headroom over it: {'-' if room is None else f'{100 * room:.1f}%'}.",
+        "",
+        "| policy | kind | mean | 95% CI | vs best heuristic (paired) |",
+        "|---|---|---:|---:|---:|",
+    ]
+    order = sorted(rows, key=lambda r: ("heuristic", "oracle", "agent").index(r.kind))
+    for r in order:
+        vs = "" if r.diff is None else f"{_fmt(r.diff, task.metric)} ± {_fmt(r.diff_ci95, task.metric)}"
+        lines.append(f"| {r.policy} | {r.kind} | {_fmt(r.mean, task.metric)} | ± {_fmt(r.ci95, task.metric)} | {vs} |")
+    return [*lines, ""]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--tasks", default=",".join(suite.TASKS), help="tasks to run (default: all)")
+    p.add_argument("--seeds", default=None, help="seeds instead of each task's 40 test seeds, e.g. 200000-200004")
+    p.add_argument("--agents", default=None, help="agents (ppo:RUN_DIR,...) instead of pretrained/<task>")
+    p.add_argument("--workers", type=int, default=1, help="processes (default 1)")
+    p.add_argument("--backend", default="local", choices=("local", "ray"), help="where runs go (default local)")
+    p.add_argument("--json", default=None, metavar="PATH", help="also write the leaderboard as JSON")
+    p.add_argument("--markdown", default=None, metavar="PATH", help="also write it as markdown")
+    args = p.parse_args(argv)
+    out_md: list[str] = []
+    out_json: list[dict[str, object]] = []
+    try:
+        chosen = [suite.get(n) for n in ev.parse_names(args.tasks, "task")]
+        for task in chosen:
+            seeds = ev.parse_seeds(args.seeds) if args.seeds else list(task.test_seeds)
+            agents = ev.parse_names(args.agents, "agent") if args.agents else default_agents(task)
+            rows, _ = run_task(task, seeds, agents, args.workers, args.backend)
+            lines = render(task, rows, seeds)
+            print("\n".join(lines), flush=True)
+            out_md.extend(lines)
+            out_json.append(
+                {
+                    "task": task.name,
+                    "metric": task.metric,
+                    "seeds": seeds,
+                    "headroom": headroom(task, rows),
+                    "rows": [r.__dict__ for r in rows],
+                }
+            )
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if args.markdown:
+        atomic_write(Path(args.markdown), "\n".join(out_md) + "\n")
+    if args.json:
+        atomic_write(Path(args.json), json.dumps(out_json, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,96 @@
+"""The benchmark suite (agents/tasks.py, benchmarks/suite.py, benchmarks/headroom.py)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from agents import tasks as suite
+from envs.core import Components, CoreConfig
+from envs.sim import scenarios
+from envs.sim.config import ConfigError
+from heuristics import registry
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import headroom  # noqa: E402
+import suite as board  # noqa: E402
+
+
+@pytest.mark.parametrize("task", list(suite.TASKS.values()), ids=list(suite.TASKS))
+def test_every_task_builds_and_its_policies_may_run_at_its_level(task: suite.BenchTask) -> None:
+    scenario = scenarios.get(task.scenario, dict(task.sets))
+    assert scenario.information.level == task.information
+    for name in task.heuristics:
+        registry.check_information(name, task.information)  # raises if the level forbids it
+        assert not registry.entry(name).oracle, name
+    for name in task.oracles:
+        assert registry.entry(name).oracle, name
+    assert task.metric in __import__("envs.sim.metrics", fromlist=["METRICS"]).METRICS
+    # the seed ranges never overlap: test seeds are never trained or evaluated on
+    ranges = (task.train_seeds, task.eval_seeds, task.test_seeds)
+    for i, a in enumerate(ranges):
+        for b in ranges[i + 1 :]:
+            assert max(a.start, b.start) >= min(a.stop, b.stop)
+    assert len(task.test_seeds) == 40
+
+
+def test_unknown_task_is_one_sentence() -> None:
+    with pytest.raises(ConfigError, match="unknown task 'nope'; valid tasks: default"):
+        suite.get("nope")
+
+
+def test_paired_difference_and_headroom_logic() -> None:
+    mean, ci = board.paired([10.0, 12.0, 14.0], [11.0, 13.0, 15.0])
+    assert mean == pytest.approx(-1.0) and ci == pytest.approx(0.0)
+    mean, ci = board.paired([1.0, 3.0], [2.0, 2.0])
+    assert mean == pytest.approx(0.0) and ci is not None and ci > 1.0
+    task = suite.get("default")
+    rows = [
+        board.Row("sjf", "heuristic", 100.0, 1.0, 3),
+        board.Row("fifo", "heuristic", 150.0, 1.0, 3),
+        board.Row("oracle-sjf", "oracle", 80.0, 1.0, 3),
+    ]
+    assert board.headroom(task, rows) == pytest.approx(0.2)
+    higher = suite.get("deadline")
+    rows = [board.Row("mlfs", "heuristic", 0.5, None, 1), board.Row("oracle-sjf", "oracle", 0.6, None, 1)]
+    assert board.headroom(higher, rows) == pytest.approx(0.2)
+
+
+def test_suite_prints_and_writes_a_leaderboard(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "board.json"
+    md = tmp_path / "board.md"
+    rc = board.main(["--tasks", "contention-none", "--seeds", "0-1", "--json", str(out), "--markdown", str(md)])
+    assert rc == 0
+    doc = json.loads(out.read_text())
+    assert [d["task"] for d in doc] == ["contention-none"]
+    kinds = {r["policy"]: r["kind"] for r in doc[0]["rows"]}
+    assert kinds["qssf"] == "heuristic" and kinds["oracle-sjf"] == "oracle"
+    means = {r["policy"]: r["mean"] for r in doc[0]["rows"]}
+    best = min(means[p] for p in suite.get("contention-none").heuristics)
+    assert doc[0]["headroom"] == pytest.approx((best - min(means["oracle-sjf"], means["oracle-speed"])) / best)
+    assert "best realistic heuristic" in md.read_text() and "| oracle-sjf | oracle |" in capsys.readouterr().out
+
+
+def test_suite_refuses_an_unknown_task_with_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert board.main(["--tasks", "nope"]) == 2
+    assert "unknown task 'nope'" in capsys.readouterr().err
+
+
+def test_lookahead_is_never_worse_than_its_base() -> None:
+    """The one-step lookahead tries the base's own choice, whose playout is the base's rest of
+    the episode: so it can only gain (SJF's ranking is a function of the view, so the base's
+    playout from a copy is the base's own)."""
+    config = CoreConfig.from_kwargs(
+        scenario="default",
+        overrides={"workload.synthetic.num_jobs": "20"},
+        components=Components("sjf", "sjf", "sjf", "sjf"),
+    )
+    for seed in (0, 1):
+        base = headroom._value(headroom._play(headroom._started(config, seed), "sjf"), "avg_jct_s")
+        ahead = headroom.lookahead(config, seed, "sjf", 2, "avg_jct_s", lower=True)
+        assert ahead <= base + 1e-6
