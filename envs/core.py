@@ -110,7 +110,11 @@ class CoreConfig:
         env's keyword arguments ``placement``, ``scaling``, ``reclaim`` and ``preemption`` set them.
     :param reward: ``jct`` (default: -jobs in system x elapsed hours / jobs; sums to -mean JCT in
         hours), ``slowdown`` (sums to -mean slowdown), ``fee`` (-dollars / jobs), ``deadline``
-        (-1 per job that finishes after its deadline)."""
+        (-1 per job that finishes after its deadline).
+    :param oracle: the view shows every seat the truth (true durations and machine speeds),
+        whatever the scenario's information level: for headroom measurements with an oracle in
+        the ordering seat (``benchmarks/headroom.py``). An oracle among the components turns it
+        on too, as its ``oracle-*`` name promises; the agents then see the truth as well."""
 
     scenario: str = "default"
     overrides: tuple[tuple[str, str], ...] = ()
@@ -122,6 +126,7 @@ class CoreConfig:
     borrowing: bool | None = (
         None  # jobs must be runnable by a policy that borrows (scenarios.build); None: as ours does
     )
+    oracle: bool = False
 
     @staticmethod
     def from_kwargs(**kw: Any) -> CoreConfig:
@@ -184,6 +189,7 @@ class Core:
             reclaimer=recl.reclaimer,
             borrows=place.borrows,
             round_s=pre.round_s if pre else None,
+            oracle=c.oracle or any(h.oracle for h in self.instances.values()),
         )
         built = scenarios.build(self.scenario, seed, self.scheduler.borrows if c.borrowing is None else c.borrowing)
         self._dropped = len(built.dropped)

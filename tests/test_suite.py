@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -94,3 +95,19 @@ def test_lookahead_is_never_worse_than_its_base() -> None:
         base = headroom._value(headroom._play(headroom._started(config, seed), "sjf"), "avg_jct_s")
         ahead = headroom.lookahead(config, seed, "sjf", 2, "avg_jct_s", lower=True)
         assert ahead <= base + 1e-6
+
+
+def test_an_oracle_component_or_the_oracle_flag_shows_the_core_the_truth() -> None:
+    """``CoreConfig.oracle``, or an ``oracle-*`` heuristic in a seat, gives the view the truth;
+    otherwise it serves the scenario's level (here none: no duration is shown)."""
+    sets = {"information.level": "none", "workload.synthetic.num_jobs": "20"}
+    plain = CoreConfig.from_kwargs(
+        scenario="default", overrides=sets, components=Components("qssf", "qssf", "qssf", "qssf")
+    )
+    for config, level in (
+        (plain, "none"),
+        (dataclasses.replace(plain, oracle=True), "clairvoyant"),
+        (dataclasses.replace(plain, components=Components("oracle-speed", "qssf", "qssf", "qssf")), "clairvoyant"),
+    ):
+        core = headroom._started(config, 0)
+        assert core.view.information == level
