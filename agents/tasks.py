@@ -30,7 +30,8 @@ class BenchTask:
     ``envs.sim.metrics.METRICS``; ``heuristics``: the realistic policies compared (all allowed
     at the task's information level); ``oracles``: the ones that read the truth; ``trained``:
     whether agents are trained on it (False: a generalisation task, evaluated with agents
-    trained elsewhere)."""
+    trained elsewhere); ``train``: train.py's flags beyond the scenario's (the task's recipe:
+    :meth:`train_command`)."""
 
     name: str
     scenario: str
@@ -41,6 +42,7 @@ class BenchTask:
     oracles: tuple[str, ...]
     why: str
     trained: bool = True
+    train: tuple[str, ...] = ()
     train_seeds: range = TRAIN_SEEDS
     eval_seeds: range = EVAL_SEEDS
     test_seeds: range = TEST_SEEDS
@@ -53,10 +55,38 @@ class BenchTask:
         """The overrides as train.py / evaluate.py ``--set`` arguments."""
         return [a for k, v in self.sets for a in ("--set", f"{k}={v}")]
 
+    def train_command(self, seed: int) -> list[str]:
+        """The task's training recipe for ``seed``: train.py's arguments (one core, its default
+        budget unless the recipe says otherwise; the run folder is named after the task; its
+        evaluations compare with the task's heuristics)."""
+        baselines = ["--set", "baselines=" + ";".join(self.heuristics)]
+        return [
+            "--scenario",
+            self.scenario,
+            *self.set_args(),
+            "--exp",
+            self.name,
+            "--seed",
+            str(seed),
+            *baselines,
+            *self.train,
+        ]
+
 
 _CLAIRVOYANT = ("fifo", "sjf", "tiresias", "qssf", "aryl", "mlfs", "fitgpp")
 _BLIND = ("fifo", "tiresias", "qssf", "fitgpp")  # needs="none": they read no duration
 _ORACLES = ("oracle-sjf", "oracle-aryl", "oracle-speed", "oracle-sjf-speed")
+
+
+def _seats(name: str, *more: str) -> tuple[str, ...]:
+    """train.py flags: heuristic ``name`` in every seat the agents leave, and its ordering cloned."""
+    seats = [
+        a for seat in ("placement", "scaling", "reclaim", "preemption") for a in ("--set", f"components.{seat}={name}")
+    ]
+    return ("--experts", name, *seats, *more)
+
+
+_STEPS = ("--total-steps", "60000")
 
 TASKS: dict[str, BenchTask] = {
     t.name: t
@@ -71,6 +101,7 @@ TASKS: dict[str, BenchTask] = {
             _ORACLES,
             "train.py's default scenario with true durations: the heuristics see what the oracles "
             "see, so the headroom is in the decisions, not in information.",
+            train=_STEPS,
         ),
         BenchTask(
             "default-estimate",
@@ -82,6 +113,7 @@ TASKS: dict[str, BenchTask] = {
             _ORACLES,
             "default with durations known only as log-normal estimates (sigma 1): what a real "
             "cluster's user-given or predicted durations are.",
+            train=_STEPS,
         ),
         BenchTask(
             "cloud",
@@ -93,6 +125,11 @@ TASKS: dict[str, BenchTask] = {
             _ORACLES,
             "heterogeneous GPU types with latent per-machine speed factors, revealed only by "
             "job progress (the dual-agent paper's setting); fee is reported beside the JCT.",
+            train=_seats(
+                "mlfs",
+                *("--set", "ordering_share=0.3", "--set", "placement_lr_scale=1.0", "--set", "clip_range=0.2"),
+                *_STEPS,
+            ),
         ),
         BenchTask(
             "deadline",
@@ -103,6 +140,7 @@ TASKS: dict[str, BenchTask] = {
             _CLAIRVOYANT,
             ("oracle-sjf", "oracle-aryl"),
             "MLFS's setting: most jobs carry deadlines; the share of deadlines met is the metric.",
+            train=_seats("mlfs", "--set", "reward=deadline", *_STEPS),
         ),
         BenchTask(
             "contention-none",
@@ -114,6 +152,7 @@ TASKS: dict[str, BenchTask] = {
             ("oracle-sjf", "oracle-speed"),
             "no duration information at an offered load of 1.6, so queues are long and the order "
             "matters: only attained service and the history of finished jobs are known.",
+            train=_seats("qssf", *_STEPS),
         ),
         BenchTask(
             "trace-itp",

@@ -111,3 +111,14 @@ def test_an_oracle_component_or_the_oracle_flag_shows_the_core_the_truth() -> No
     ):
         core = headroom._started(config, 0)
         assert core.view.information == level
+
+
+@pytest.mark.parametrize("task", [t for t in suite.TASKS.values() if t.trained], ids=lambda t: t.name)
+def test_every_training_recipe_is_a_valid_train_command(task: suite.BenchTask) -> None:
+    import train
+
+    config = train.build_config(train.parse_args(task.train_command(3)))
+    config.validate(train.flag_of)
+    assert (config.scenario, config.seed, config.exp) == (task.scenario, 3, task.name)
+    assert set(dict(task.sets).items()) <= set(config.overrides.items())
+    assert config.baselines == task.heuristics
