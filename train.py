@@ -7,6 +7,7 @@ alternating MaskablePPO rounds.
     python train.py --set learning_rate=1e-4 --set workload.num_jobs=200
     python train.py --resume runs/default__dual__0__20261129-120000
     python train.py --resume runs/default__dual__0__20261129-120000 --total-steps 80000
+    python train.py --seeds 0-4 --backend ray                # five seeds as Ray tasks, and their summary
 
 Writes runs/<scenario>__<exp>__<seed>__<time>/ (config.yaml, command.txt, commit.txt,
 layout.json, tb/, checkpoints/, state.json). Progress is committed after each behaviour cloning,
@@ -27,6 +28,7 @@ import argparse
 import contextlib
 import dataclasses
 import logging
+import os
 import signal
 import sys
 import time
@@ -80,6 +82,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--resume", default=None, metavar="RUN_DIR", help="continue this run (with --total-steps N: to N steps)"
     )
+    p.add_argument("--seeds", default=None, help="train these seeds, each its own run, e.g. 0-4 or 0,2,5")
+    p.add_argument("--backend", default="local", choices=("local", "ray"), help="where --seeds train (default: local)")
+    p.add_argument("--address", default=None, help="with --backend ray: a running Ray cluster's address")
     p.add_argument(
         "--set",
         dest="sets",
@@ -209,7 +214,13 @@ def main(argv: list[str] | None = None) -> int:
             for s in STOP_SIGNALS:
                 signal.signal(s, signal.SIG_IGN)  # a second signal does not cut this short
             name = signal.Signals(stop.signum).name
-            if where:
+            if args.seeds is not None:
+                console.print(
+                    f"stopped by {name}: each run folder under {args.out} holds its last commit; "
+                    "continue each with --resume",
+                    highlight=False,
+                )
+            elif where:
                 console.print(
                     f"stopped by {name}: {where[0]} holds its last commit; continue with --resume {where[0]}",
                     highlight=False,
@@ -227,6 +238,8 @@ def _main(args: argparse.Namespace, argv: list[str] | None, console: Console, wh
     from envs.sim.workload import TraceError
 
     command = ["train.py", *(argv if argv is not None else sys.argv[1:])]
+    if args.seeds is not None:
+        return _seeds(args, command, console)
     try:
         if args.resume:
             run = Path(args.resume)
@@ -306,6 +319,84 @@ def _main(args: argparse.Namespace, argv: list[str] | None, console: Console, wh
         f"{trainer.state.steps} steps trained; best agent avg JCT {trainer.state.best_jct:,.0f} s; "
         f"checkpoints in {run / 'checkpoints'}"
     )
+    return 0
+
+
+def _seeds(args: argparse.Namespace, command: list[str], console: Console) -> int:
+    """--seeds: one run per seed (here or as Ray tasks), then their summary over the seeds."""
+    from agents import multiseed, rundir
+    from envs.sim.config import ConfigError
+    from envs.sim.inference import InferenceConfigError
+    from envs.sim.workload import TraceError
+
+    try:
+        for flag, given in (("--seed", args.seed is not None), ("--resume", args.resume is not None)):
+            if given:
+                raise ConfigError(f"--seeds trains new runs of each seed it names, so {flag} cannot be given with it.")
+        if args.address and args.backend != "ray":
+            raise ConfigError("--address names a Ray cluster, so it needs --backend ray.")
+        seeds = multiseed.parse_seeds(args.seeds)
+        config = build_config(args)
+        for s in sorted({seeds[0], seeds[-1], min(seeds), max(seeds)}):
+            dataclasses.replace(config, seed=s).validate(flag_of)
+        rundir.check_folder(Path(args.out), "--out")
+        if config.bc:
+            rundir.check_folder(Path(args.demos), "--demos")
+    except (ConfigError, TraceError, InferenceConfigError, rundir.RunDirError) as e:
+        console.print(f"[red]error:[/red] {e}", highlight=False)
+        return 2
+    where_ = "on Ray" if args.backend == "ray" else "one after the other"
+    console.print(f"training seeds {', '.join(map(str, seeds))} {where_}: {config.planned_steps()} steps each")
+
+    def done(r: multiseed.SeedRun) -> None:
+        console.print(f"seed {r.seed}: {r.run}: {r.steps} steps, agent avg JCT {r.final['avg_jct_s']:,.0f} s")
+
+    try:
+        runs = multiseed.run_seeds(
+            config,
+            seeds,
+            args.out,
+            args.demos,
+            command,
+            backend=args.backend,
+            address=args.address,
+            cpus=min(len(seeds), os.cpu_count() or 1),
+            on_done=done,
+            hold=signals_held,
+        )
+    except ConfigError as e:
+        console.print(f"[red]error:[/red] {e}", highlight=False)
+        return 2
+    table = Table(title=f"agent at its last evaluation, {len(runs)} seeds (held-out seeds {list(config.eval_seeds)})")
+    for col in ("seed", "avg JCT s", "p95 JCT s", "avg queue s", "usage", "best avg JCT s"):
+        table.add_column(col, justify="right")
+    for r in runs:
+        m = r.final
+        table.add_row(
+            str(r.seed),
+            f"{m['avg_jct_s']:,.0f}",
+            f"{m['p95_jct_s']:,.0f}",
+            f"{m['avg_queue_s']:,.0f}",
+            f"{m['utilization']:.3f}",
+            f"{r.best_jct:,.0f}" if r.best_jct != float("inf") else "-",
+        )
+    stats = multiseed.summary(runs)
+
+    def cell(key: str, fmt: str) -> str:
+        st = stats[key]
+        if st.mean is None:
+            return "-"
+        return format(st.mean, fmt) + (f" ± {format(st.ci95, fmt)}" if st.ci95 is not None else "")
+
+    table.add_row(
+        "mean ± 95% CI",
+        cell("avg_jct_s", ",.0f"),
+        cell("p95_jct_s", ",.0f"),
+        cell("avg_queue_s", ",.0f"),
+        cell("utilization", ".3f"),
+        cell("best_jct_s", ",.0f"),
+    )
+    console.print(table)
     return 0
 
 

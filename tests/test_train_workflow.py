@@ -1,6 +1,7 @@
 """The researcher's loop with train.py (issue 19): a run that says how far it got outside a terminal,
 TensorBoard files that compare runs (hyper-parameters in the HParams plugin, one global step on
-every tag of both agents), and ``--resume RUN --total-steps N`` extending a run.
+every tag of both agents), ``--resume RUN --total-steps N`` extending a run, and ``--seeds``
+training several seeds, here or on a local Ray instance, to the same run folders.
 
 Every test runs the real train.py in a subprocess on a tiny config."""
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -179,3 +181,70 @@ def test_resume_takes_the_settings_a_run_may_change_and_records_them(finished, t
     config = yaml.safe_load((run / "config.yaml").read_text())
     assert config["eval_every"] == 64 and config["total_steps"] == 384 and config["extensions"] == []
     assert state(run) == state(finished[0])  # finished: nothing to train
+
+
+# ---------------------------------------------------------------------------------------------- seeds
+def comparable(run: Path) -> dict[str, object]:
+    """What a run's folder says that must not depend on where it ran: its config, layout, progress,
+    evaluations and clonings, and the values of its TensorBoard scalars (not time/fps, nor the
+    checkpoints' bytes or the folder name, which hold wall-clock times)."""
+    s = state(run)
+    return {
+        "config": (run / "config.yaml").read_text(),
+        "layout": (run / "layout.json").read_text(),
+        "command": (run / "command.txt").read_text(),
+        # as JSON text: a NaN (a cloning's accuracy with no held-out step) equals itself
+        "state": json.dumps({k: s[k] for k in ("phase", "in_phase", "steps", "best_jct", "evals", "bc", "generation")}),
+        "checkpoints": sorted(s["checkpoints"]),
+        "tb": json.dumps(
+            {a: {t: v for t, v in scalars(run / "tb" / a).items() if not t.startswith("time/")} for a in AGENTS},
+            sort_keys=True,
+        ),
+    }
+
+
+def test_seeds_train_here_and_on_ray_to_the_same_run_folders(demos, tmp_path):
+    pytest.importorskip("ray")
+    tiny = [a if a != "384" else "256" for a in TINY]
+    folders = {}
+    for backend in ("local", "ray"):
+        out = tmp_path / backend
+        p = train(*tiny, "--seeds", "0-1", "--backend", backend, "--out", str(out), "--demos", str(demos))
+        assert p.returncode == 0, p.stdout + p.stderr
+        runs = sorted(out.iterdir())
+        assert [re.sub(r"__\d{8}-\d{6}.*", "", r.name) for r in runs] == ["default__dual__0", "default__dual__1"]
+        folders[backend] = runs
+        text = " ".join(p.stdout.split())
+        assert "mean ± 95% CI" in text
+        jct = [state(r)["evals"][-1]["agent"]["avg_jct_s"] for r in runs]
+        for seed, r, j in zip((0, 1), runs, jct, strict=True):
+            assert f"seed {seed}: {r}: 256 steps, agent avg JCT {j:,.0f} s" in text
+        mean = sum(jct) / 2
+        assert f"{mean:,.0f} ±" in text
+    for local, ray in zip(folders["local"], folders["ray"], strict=True):
+        a, b = comparable(local), comparable(ray)
+        assert a["command"] != b["command"]  # each names its backend and --out
+        a.pop("command"), b.pop("command")
+        assert a == b, local.name
+    assert comparable(folders["local"][0])["state"] != comparable(folders["local"][1])["state"]  # seeds differ
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--seeds", "0-1", "--seed", "3"], "--seeds trains new runs of each seed it names, so --seed cannot"),
+        (["--seeds", "0-1", "--resume", "RUN"], "--seeds trains new runs of each seed it names, so --resume cannot"),
+        (["--seeds", "4-1"], "--seeds expects seeds such as 0-4 or 0,3,7-8, got '4-1'."),
+        (["--seeds", "0,x"], "--seeds expects seeds such as 0-4 or 0,3,7-8, got '0,x'."),
+        (["--seeds", "0,0-2"], "--seeds names a seed twice: '0,0-2'."),
+        (["--seeds", "0-1", "--address", "x:1"], "--address names a Ray cluster, so it needs --backend ray."),
+        (["--seeds", "0-1", "--total-steps", "0"], "--total-steps must be at least 1, got 0."),
+    ],
+)
+def test_seeds_refuse_contradicting_flags_and_bad_lists(args, message, tmp_path, capsys):
+    import train
+
+    code = train.main([*args, "--out", str(tmp_path / "runs")])
+    text = " ".join(capsys.readouterr().out.split())
+    assert code == 2 and text.startswith("error: ") and message in text and text.endswith("."), text
+    assert not (tmp_path / "runs").exists()
