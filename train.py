@@ -183,8 +183,9 @@ def signals_held() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
 
 
-def progress_line(console: Console, planned: int, start: int) -> Callable[[dict[str, Any]], None]:
-    """Prints one line per evaluation: steps, the speed since ``start`` steps, the agent's figures."""
+def progress_line(console: Console, planned: int, start: int, prefix: str = "") -> Callable[[dict[str, Any]], None]:
+    """Prints one line per evaluation (after ``prefix``): steps, the speed since ``start`` steps,
+    the agent's figures."""
     t0 = time.monotonic()
 
     def line(entry: dict[str, Any]) -> None:
@@ -193,7 +194,7 @@ def progress_line(console: Console, planned: int, start: int) -> Callable[[dict[
         speed = f", {rate:.0f} steps/s" if steps > start else ""
         unfinished = f", {agent['jobs_unfinished']:.0f} jobs unfinished" if agent["jobs_unfinished"] else ""
         console.print(
-            f"{steps:,}/{planned:,} steps{speed}; eval: agent avg JCT {agent['avg_jct_s']:,.0f} s{unfinished}",
+            f"{prefix}{steps:,}/{planned:,} steps{speed}; eval: agent avg JCT {agent['avg_jct_s']:,.0f} s{unfinished}",
             highlight=False,
         )
 
@@ -363,6 +364,7 @@ def _seeds(args: argparse.Namespace, command: list[str], console: Console) -> in
             cpus=min(len(seeds), os.cpu_count() or 1),
             on_done=done,
             hold=signals_held,
+            watch=lambda seed: progress_line(console, config.planned_steps(), 0, f"seed {seed}: "),
         )
     except ConfigError as e:
         console.print(f"[red]error:[/red] {e}", highlight=False)

@@ -31,6 +31,9 @@ if TYPE_CHECKING:  # agents.dual imports torch: only when a seed trains
     from agents.dual import TrainConfig
     from agents.evaluation import Stat
 
+Watch = Callable[[int], Callable[[dict[str, Any]], None]]
+"""seed -> what sees each evaluation of its run"""
+
 
 def parse_seeds(text: str) -> tuple[int, ...]:
     """``"0-4"`` -> (0, 1, 2, 3, 4); ``"0,3,7-8"`` -> (0, 3, 7, 8). ConfigError if it is not such a
@@ -64,10 +67,12 @@ def train_seed(
     demos: str,
     command: list[str],
     hold: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
+    watch: Watch | None = None,
 ) -> SeedRun:
     """Train ``config`` from scratch in a new run folder under ``out`` (demonstrations cached in
     ``demos``), as train.py does for one seed. The folder is created inside ``hold()`` (train.py:
-    with stop signals held, so that it is created whole)."""
+    with stop signals held, so that it is created whole); after the cloning, ``watch(seed)``
+    gives what sees each evaluation (:attr:`agents.dual.Trainer.on_eval`)."""
     from agents.dual import Trainer
 
     trainer = Trainer(config)
@@ -75,6 +80,8 @@ def train_seed(
         run = trainer.create(Path(out), command)
     if config.bc:
         trainer.warm_start(Path(demos))
+    if watch is not None:
+        trainer.on_eval = watch(config.seed)
     state = trainer.train()
     return SeedRun(config.seed, str(run), state.steps, dict(state.evals[-1]["agent"]), state.best_jct)
 
@@ -90,11 +97,12 @@ def run_seeds(
     cpus: int = 2,
     on_done: Callable[[SeedRun], None] | None = None,
     hold: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
+    watch: Watch | None = None,
 ) -> list[SeedRun]:
     """Train ``config`` once per seed; the runs in seed order. ``backend``: ``local`` (in this
     process, one after the other) or ``ray`` (one Ray task per seed, on the cluster at
     ``address``, or on a local instance of ``cpus`` CPUs started and shut down here). ``on_done``
-    sees each run as it finishes; ``hold``: see :func:`train_seed` (local only).
+    sees each run as it finishes; ``hold`` and ``watch``: see :func:`train_seed` (local only).
     An exception here (Ctrl-C) cancels the seeds not done; each run folder holds its last
     commit, and resumes."""
     configs = [dataclasses.replace(config, seed=s) for s in seeds]
@@ -108,7 +116,7 @@ def run_seeds(
 
     if backend == "local":
         for c in configs:
-            finished(train_seed(c, out, demos, command, hold))
+            finished(train_seed(c, out, demos, command, hold, watch))
     elif backend == "ray":
         _run_ray(configs, out, demos, command, address, cpus, finished)
     else:

@@ -221,6 +221,8 @@ def test_seeds_train_here_and_on_ray_to_the_same_run_folders(demos, tmp_path):
             assert f"seed {seed}: {r}: 256 steps, agent avg JCT {j:,.0f} s" in text
         mean = sum(jct) / 2
         assert f"{mean:,.0f} ±" in text
+        if backend == "local":  # each evaluation of each seed prints its progress line
+            assert "seed 1: 256/256 steps" in text and f"agent avg JCT {jct[1]:,.0f} s" in text
     for local, ray in zip(folders["local"], folders["ray"], strict=True):
         a, b = comparable(local), comparable(ray)
         assert a["command"] != b["command"]  # each names its backend and --out
