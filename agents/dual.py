@@ -662,7 +662,7 @@ class Trainer:
                 n = min(c.n_steps, (steps - s.in_phase) // c.n_envs) * c.n_envs
                 self._rollout(agent, n)
                 blobs = {latest(agent): _blob(self.model(agent))}
-            else:  # config.yaml was edited to a shorter phase
+            else:  # the phase was cut short (a budget change: TrainConfig.extensions)
                 n, blobs = 0, {}
             done = s.in_phase + n >= steps
             self._pending = 0
