@@ -32,7 +32,7 @@ import numpy as np
 import torch as th
 from sb3_contrib import MaskablePPO
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList
-from stable_baselines3.common.logger import Logger, TensorBoardOutputFormat, configure
+from stable_baselines3.common.logger import HParam, KVWriter, Logger, TensorBoardOutputFormat, make_output_format
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv
 
@@ -59,6 +59,8 @@ ORDERING, PLACEMENT = "ordering", "placement"
 DEFAULT_COMPONENTS = ("aryl-nogroup", "aryl-nogroup", "aryl", "aryl-nogroup")
 """The training runs' placement, scaling, reclaim and preemption heuristics by default."""
 AGENTS = (ORDERING, PLACEMENT)
+BEST_TAG = "eval/best_avg_jct_s"
+"""TensorBoard tag of the agent's best evaluation so far (the ``*_best.zip`` checkpoints')"""
 SCHED_KEYS = ("avg_jct_s", "p95_jct_s", "avg_queue_s", "utilization", "preemptions", "jobs_unfinished")
 
 
@@ -89,6 +91,10 @@ class TrainConfig:
     total_steps: int = 40_000
     """env steps over all rounds, both agents together: exactly what is trained (to the nearest
     multiple of ``n_envs``, see :meth:`phase_steps`)"""
+    extensions: tuple[tuple[int, int], ...] = ()
+    """each budget change of the run (``--resume RUN --total-steps N``) as (env steps done then,
+    ``total_steps`` before): the phases done by then keep their steps, and the rest is planned as
+    a new run of the remaining steps would be (see :meth:`phase_steps`)"""
     rounds: int = 2
     """alternating rounds (ordering then placement)"""
     ordering_share: float = 0.8
@@ -165,13 +171,29 @@ class TrainConfig:
 
         Every step of a vector env moves all ``n_envs`` envs, so each phase is a multiple of
         ``n_envs`` and the phases add up to ``total_steps`` rounded to the nearest multiple of
-        ``n_envs`` (at least one): :meth:`planned_steps`."""
-        units = max(1, round(self.total_steps / self.n_envs))  # vector steps
+        ``n_envs`` (at least one): :meth:`planned_steps`. The steps are split into ``rounds``
+        rounds, each ``ordering_share`` ordering then the rest placement. After a budget change
+        (:attr:`extensions`) the phases done by then stay as they were (the one under way ends
+        there) and the remaining steps are split in the same way, in rounds numbered on."""
+        totals = [total for _, total in self.extensions] + [self.total_steps]
+        plan: list[tuple[int, str, int]] = []
+        start = 0  # steps done when the budget of ``total`` was set
+        for i, total in enumerate(totals):
+            segment = self._split(total - start, first_round=plan[-1][0] + 1 if plan else 0, at_least_one=i == 0)
+            if i < len(self.extensions):
+                cut = self.extensions[i][0]
+                segment, start = _cut(segment, cut - start), cut
+            plan += segment
+        return plan
+
+    def _split(self, steps: int, first_round: int, at_least_one: bool) -> list[tuple[int, str, int]]:
+        units = round(steps / self.n_envs)  # vector steps
+        units = max(1, units) if at_least_one else max(0, units)
         out = []
         for r in range(self.rounds):
             u = units * (r + 1) // self.rounds - units * r // self.rounds
             o = round(u * self.ordering_share)
-            out += [(r, ORDERING, o * self.n_envs), (r, PLACEMENT, (u - o) * self.n_envs)]
+            out += [(first_round + r, ORDERING, o * self.n_envs), (first_round + r, PLACEMENT, (u - o) * self.n_envs)]
         return [p for p in out if p[2] > 0]
 
     def planned_steps(self) -> int:
@@ -284,6 +306,18 @@ def _seed_range(v: tuple[int, int], c: TrainConfig) -> str | None:
     return None if 0 <= v[0] < v[1] else f"must be seeds lo:hi with 0 <= lo < hi, got {v[0]}:{v[1]}"
 
 
+def _extensions(v: tuple[tuple[int, int], ...], c: TrainConfig) -> str | None:
+    done = [d for d, _ in v]
+    ok = done == sorted(done) and all(d >= 0 and d % c.n_envs == 0 and t >= 1 for d, t in v)
+    ok = ok and (not v or done[-1] <= c.total_steps)
+    return (
+        None
+        if ok
+        else "must be (steps done, total steps before) pairs, the steps done rising, multiples of n_envs "
+        f"and at most total_steps, got {[list(e) for e in v]}"
+    )
+
+
 def _seed_list(v: tuple[int, ...], c: TrainConfig) -> str | None:
     return None if v and min(v) >= 0 else f"must list at least one seed and no negative one, got {list(v)}"
 
@@ -295,6 +329,7 @@ RULES: dict[str, Rule] = {
     "exp": _exp,
     "seed": _between(0, 2**32 - 2),  # numpy's global seed (the placement agent's is seed + 1)
     "total_steps": _at_least(1),
+    "extensions": _extensions,
     "rounds": _at_least(1),
     "ordering_share": _unit(open_low=False),
     "n_envs": _at_least(1),
@@ -341,7 +376,7 @@ def _type_problem(value: Any, tp: Any) -> str | None:
         ok, want = isinstance(value, str), "a string"
     elif origin is tuple and args[-1] is Ellipsis:
         ok = isinstance(value, tuple) and all(_type_problem(v, args[0]) is None for v in value)
-        want = f"a list of {'integers' if args[0] is int else 'names'}"
+        want = f"a list of {'integers' if args[0] is int else 'names' if args[0] is str else 'pairs of integers'}"
     elif origin is tuple:
         ok = isinstance(value, tuple) and len(value) == len(args)
         ok = ok and all(_type_problem(v, a) is None for v, a in zip(value, args, strict=True))
@@ -356,6 +391,17 @@ def _type_problem(value: Any, tp: Any) -> str | None:
     return None if ok else f"expects {want}, got {value!r}"
 
 
+def _cut(plan: list[tuple[int, str, int]], steps: int) -> list[tuple[int, str, int]]:
+    """The phases of ``plan`` that its first ``steps`` steps cover (the last one cut short)."""
+    out, done = [], 0
+    for rnd, agent, n in plan:
+        if done >= steps:
+            break
+        out.append((rnd, agent, min(n, steps - done)))
+        done += n
+    return out
+
+
 @dataclass
 class TrainState:
     """Progress, saved as state.json beside the checkpoints (see :mod:`agents.rundir`)."""
@@ -368,6 +414,31 @@ class TrainState:
     bc: dict[str, Any] = field(default_factory=dict)  # agent -> its cloning report, once committed
     generation: int = 0  # commits so far
     checkpoints: dict[str, str] = field(default_factory=dict)  # file in checkpoints/ -> its SHA-1
+
+
+def hparams(config: TrainConfig) -> dict[str, bool | str | float]:
+    """The config as TensorBoard hyper-parameters: one per field, a dataclass's or mapping's
+    fields one each (``components.placement``, ``overrides.workload.synthetic.num_jobs``), lists
+    as text."""
+    out: dict[str, bool | str | float] = {}
+
+    def put(key: str, v: Any) -> None:
+        if isinstance(v, bool | str | int | float):
+            out[key] = v
+        else:
+            out[key] = ",".join(map(str, v)) if isinstance(v, tuple) else str(v)
+
+    for f in dataclasses.fields(config):
+        v = getattr(config, f.name)
+        if dataclasses.is_dataclass(v):
+            for g in dataclasses.fields(v):
+                put(f"{f.name}.{g.name}", getattr(v, g.name))
+        elif isinstance(v, dict):
+            for k in sorted(v):
+                put(f"{f.name}.{k}", v[k])
+        else:
+            put(f.name, v)
+    return out
 
 
 def _means(runs: list[dict[str, Any]]) -> dict[str, float]:
@@ -394,6 +465,9 @@ class Trainer:
     ) -> None:
         self.config = config
         self.progress = progress or (lambda n: None)
+        self.on_eval: Callable[[dict[str, Any]], None] = lambda entry: None
+        """sees each evaluation once it is committed"""
+        self._pending = 0  # env steps of the rollout under way (not yet committed)
         th.set_num_threads(config.threads)
         self.dir = resume
         blobs: dict[str, tuple[Path, bytes]] = {}
@@ -479,10 +553,12 @@ class Trainer:
 
     def resume(self, command: list[str]) -> bool:
         """Start writing to the resumed folder: finish the save of its last commit (and drop what
-        came after it), append the command line; a deleted layout.json is written again from
+        came after it), write config.yaml if the config changed (:func:`agents.rundir.resumed_config`),
+        append the command line; a deleted layout.json is written again from
         the config (the checkpoints loaded into envs of that layout). True if it was."""
         assert self.dir is not None
         rundir.settle(self.dir)
+        rundir.write_config(self.dir, self.config)  # a new budget, or the settings a resume may change
         with (self.dir / "command.txt").open("a", encoding="utf-8") as f:
             f.write(" ".join(command) + "\n")
         rewritten = not self._layout_saved
@@ -498,7 +574,13 @@ class Trainer:
 
     def _logger(self, agent: str) -> Logger:
         assert self.dir is not None
-        return configure(str(self.dir / "tb" / agent), ["tensorboard"])
+        folder = str(self.dir / "tb" / agent)
+        return GlobalStepLogger(folder, [make_output_format("tensorboard", folder)], self.global_step)
+
+    def global_step(self) -> int:
+        """Env steps of both agents together, the rollout under way included: the step of every
+        TensorBoard point of both agents."""
+        return self.state.steps + self._pending
 
     def _commit(self, blobs: dict[str, bytes] | None = None, **changes: Any) -> None:
         """Make the state with ``changes`` (and the checkpoints ``blobs``: file name -> bytes) the
@@ -532,7 +614,7 @@ class Trainer:
             log.info("bc %s: held-out accuracy %.3f over %d steps", agent, rep.heldout_accuracy, rep.heldout_steps)
             model.logger.record(f"bc/{agent}_heldout_accuracy", rep.heldout_accuracy)
             model.logger.record(f"bc/{agent}_heldout_nll", rep.heldout_nll)
-            model.logger.dump(step=0)
+            model.logger.dump()
         return reports
 
     def _demos(self, agent: str, expert: str, demo_dir: Path) -> Path:
@@ -580,9 +662,10 @@ class Trainer:
                 n = min(c.n_steps, (steps - s.in_phase) // c.n_envs) * c.n_envs
                 self._rollout(agent, n)
                 blobs = {latest(agent): _blob(self.model(agent))}
-            else:  # config.yaml was edited to a shorter phase
+            else:  # the phase was cut short (a budget change: TrainConfig.extensions)
                 n, blobs = 0, {}
             done = s.in_phase + n >= steps
+            self._pending = 0
             self._commit(
                 blobs=blobs,
                 phase=s.phase + done,
@@ -609,6 +692,7 @@ class Trainer:
                 n_envs=model.n_envs,
             )
         model.learn(steps, reset_num_timesteps=False, callback=CallbackList([SchedCallback(), StepCallback(self)]))
+        model.logger.dump()  # the train/ figures of this rollout, at its last step
 
     def _freeze_partner(self, agent: str) -> None:
         """Put the other agent (frozen) in the seat it does not train."""
@@ -674,8 +758,11 @@ class Trainer:
         for name, metrics in self._baselines.items():
             for k, v in metrics.items():
                 logger.record(f"eval/{k}/{name}", v)
-        logger.dump(step=step)
+        if math.isfinite(self.state.best_jct):
+            logger.record(BEST_TAG, self.state.best_jct)
+        logger.dump()
         log.info("eval at %d steps: agent avg JCT %.0f s", step, agent["avg_jct_s"])
+        self.on_eval(entry)
         return entry
 
     def layout(self) -> dict[str, int]:
@@ -691,6 +778,8 @@ class Trainer:
         }
 
     def _log_hparams(self) -> None:
+        """The config, in tb/ordering: to TensorBoard's HParams tab (its metrics: the agent's eval/
+        figures, whose latest values the tab shows) and as a text table."""
         if self._hparams_logged:
             return
         self._hparams_logged = True
@@ -699,6 +788,23 @@ class Trainer:
             if isinstance(fmt, TensorBoardOutputFormat):
                 fmt.writer.add_text("hyperparameters", "| parameter | value |\n|---|---|\n" + rows, 0)
                 fmt.writer.flush()
+        metrics = {f"eval/{k}/agent": 0.0 for k in SCHED_KEYS} | {BEST_TAG: 0.0}  # values: read from the scalars
+        self.ordering.logger.record(
+            "hparams", HParam(hparams(self.config), metrics), exclude=("stdout", "log", "json", "csv")
+        )
+        self.ordering.logger.dump()
+
+
+class GlobalStepLogger(Logger):
+    """SB3's Logger that writes every dump at ``step()`` (the run's global step), whatever step its
+    caller (SB3 dumps at the agent's own step count) gives."""
+
+    def __init__(self, folder: str, output_formats: list[KVWriter], step: Callable[[], int]) -> None:
+        super().__init__(folder, output_formats)
+        self._step = step
+
+    def dump(self, step: int = 0) -> None:
+        super().dump(self._step())
 
 
 class SchedCallback(BaseCallback):
@@ -722,6 +828,7 @@ class StepCallback(BaseCallback):
         self.trainer = trainer
 
     def _on_step(self) -> bool:
+        self.trainer._pending += self.training_env.num_envs
         self.trainer.progress(self.training_env.num_envs)
         rundir.pause_point("rollout")
         return True

@@ -31,6 +31,7 @@ import sys
 import time
 import typing
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -104,7 +105,7 @@ def new_run_dir(config: TrainConfig, root: Path) -> Path:
 
 def write_run_files(run: Path, config: TrainConfig, command: list[str], layout: dict[str, int]) -> None:
     """config.yaml, command.txt, commit.txt and layout.json (:func:`write_layout`)."""
-    atomic_write(run / "config.yaml", yaml.safe_dump(to_plain(config), sort_keys=False))
+    write_config(run, config)
     atomic_write(run / "command.txt", " ".join(command) + "\n")
     atomic_write(run / "commit.txt", git_commit() + "\n")
     write_layout(run, layout)
@@ -139,8 +140,27 @@ def check_layout(run: Path, layout: dict[str, int]) -> bool:
 
 
 def to_plain(config: TrainConfig) -> dict[str, Any]:
-    out = dataclasses.asdict(config)
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
+    return {k: _lists(v) for k, v in dataclasses.asdict(config).items()}
+
+
+def _lists(v: Any) -> Any:
+    """Tuples (nested too) as lists, for YAML."""
+    return [_lists(x) for x in v] if isinstance(v, tuple | list) else v
+
+
+def _tuples(v: Any) -> Any:
+    """Lists (nested too) as tuples, as TrainConfig holds them."""
+    return tuple(_tuples(x) for x in v) if isinstance(v, list) else v
+
+
+def write_config(run: Path, config: TrainConfig) -> bool:
+    """config.yaml of ``config``, written (atomically) if it says something else. True if it was."""
+    path = run / "config.yaml"
+    text = yaml.safe_dump(to_plain(config), sort_keys=False)
+    if path.is_file() and path.read_text(encoding="utf-8") == text:
+        return False
+    atomic_write(path, text)
+    return True
 
 
 def load_config(run: Path, validate: bool = True) -> TrainConfig:
@@ -179,13 +199,66 @@ def from_plain(raw: dict[str, Any], where: str) -> TrainConfig:
     values: dict[str, Any] = {}
     for k, v in raw.items():
         origin = typing.get_origin(hints[k])
-        values[k] = tuple(v) if origin is tuple and isinstance(v, list) else v
+        values[k] = _tuples(v) if origin is tuple else v
     try:
         if isinstance(values.get("components"), dict):
             values["components"] = Components(**values["components"])
         return TrainConfig(**values)
     except TypeError as e:
         raise ConfigError(f"{where}: {e}.") from None
+
+
+RESUME_CHANGES = ("total_steps", "eval_every", "threads")
+"""The settings a resumed run may change; the others stay as its config.yaml says."""
+
+
+def resumed_config(run: Path, saved: TrainConfig, asked: TrainConfig, name_of: Callable[[str], str]) -> TrainConfig:
+    """The config that resumes ``run``: ``asked`` (config.yaml's ``saved`` with the flags given)
+    if it differs only in :data:`RESUME_CHANGES`; a new ``total_steps`` is recorded in
+    ``extensions`` with the steps done (the run trains on, or stops sooner, to that total).
+    ConfigError (one sentence, the setting named by ``name_of``) if another setting differs or
+    the new total is below the steps done. Reads state.json only."""
+    for f in dataclasses.fields(saved):
+        old, new = getattr(saved, f.name), getattr(asked, f.name)
+        if f.name in RESUME_CHANGES or old == new:
+            continue
+        if isinstance(old, dict):  # the scenario's --set overrides
+            key = next(k for k in sorted({*old, *new}) if old.get(k) != new.get(k))
+            given, kept = f"--set {key}={new.get(key)}", f"{key}: {old.get(key, '(unset)')}"
+        elif dataclasses.is_dataclass(old):  # the components
+            sub = next(g.name for g in dataclasses.fields(old) if getattr(old, g.name) != getattr(new, g.name))
+            given = f"--set {f.name}.{sub}={getattr(new, sub)}"
+            kept = f"{f.name}.{sub}: {getattr(old, sub)}"
+        else:
+            flag = name_of(f.name)
+            if flag.startswith("--set "):
+                given = f"{flag}={_show(new)}"
+            elif isinstance(new, bool):  # --bc / --no-bc
+                given = flag if new else flag.replace("--", "--no-", 1)
+            else:
+                given = f"{flag} {_show(new)}"
+            kept = f"{f.name}: {_show(old)}"
+        may = ", ".join(name_of(k) for k in RESUME_CHANGES)
+        raise ConfigError(
+            f"{given} contradicts {run / 'config.yaml'} ({kept}): a resumed run keeps its settings, "
+            f"only {may} may change."
+        )
+    if asked.total_steps == saved.total_steps:
+        return asked
+    state, _ = read_progress(run, saved)
+    if asked.total_steps < state.steps:
+        raise ConfigError(
+            f"{name_of('total_steps')} {asked.total_steps} is below the {state.steps} steps {run} has trained already."
+        )
+    return dataclasses.replace(asked, extensions=(*saved.extensions, (state.steps, saved.total_steps)))
+
+
+def _show(v: Any) -> str:
+    if isinstance(v, tuple):
+        return ",".join(map(str, v))
+    if isinstance(v, bool):
+        return str(v).lower()
+    return str(v)
 
 
 # ---------------------------------------------------------------------------------------------- state
@@ -286,21 +359,9 @@ def read_state(run: Path, config: TrainConfig) -> tuple[TrainState, dict[str, tu
     that is missing or not the one committed. Reads only."""
     from agents.dual import AGENTS, best, latest
 
-    state, staged = _parse_state(run)
+    state, staged = read_progress(run, config)
     path = run / "state.json"
     plan = config.phase_steps()
-    if state.phase > len(plan) or (state.phase == len(plan) and state.in_phase):
-        raise RunDirError(
-            f"{path}: says phase {state.phase} (+{state.in_phase} steps), but config.yaml plans {len(plan)} phases."
-        )
-    done = sum(p[2] for p in plan[: state.phase])
-    if state.steps != done + state.in_phase or state.in_phase % config.n_envs:
-        raise RunDirError(
-            f"{path}: {state.steps} steps done do not add up under config.yaml's phases ({done} steps in "
-            f"{state.phase} phases done, then {state.in_phase}, in multiples of n_envs {config.n_envs})."
-        )
-    if any(e["steps"] > state.steps for e in state.evals):
-        raise RunDirError(f"{path}: holds an evaluation after the {state.steps} steps done.")
     for agent in AGENTS:
         trained = agent in state.bc or any(
             a == agent and (i < state.phase or (i == state.phase and state.in_phase))
@@ -321,6 +382,28 @@ def read_state(run: Path, config: TrainConfig) -> tuple[TrainState, dict[str, tu
             raise RunDirError(f"{f}: not the checkpoint state.json names (its SHA-1 differs: truncated or replaced).")
         blobs[name] = (f, data)
     return state, blobs
+
+
+def read_progress(run: Path, config: TrainConfig) -> tuple[TrainState, dict[str, str]]:
+    """The run's last commit (its state and the staged file of each checkpoint) if its progress
+    adds up under ``config``'s phases; RunDirError otherwise (see :func:`read_state`, which also
+    checks the checkpoints). Reads state.json only."""
+    state, staged = _parse_state(run)
+    path = run / "state.json"
+    plan = config.phase_steps()
+    if state.phase > len(plan) or (state.phase == len(plan) and state.in_phase):
+        raise RunDirError(
+            f"{path}: says phase {state.phase} (+{state.in_phase} steps), but config.yaml plans {len(plan)} phases."
+        )
+    done = sum(p[2] for p in plan[: state.phase])
+    if state.steps != done + state.in_phase or state.in_phase % config.n_envs:
+        raise RunDirError(
+            f"{path}: {state.steps} steps done do not add up under config.yaml's phases ({done} steps in "
+            f"{state.phase} phases done, then {state.in_phase}, in multiples of n_envs {config.n_envs})."
+        )
+    if any(e["steps"] > state.steps for e in state.evals):
+        raise RunDirError(f"{path}: holds an evaluation after the {state.steps} steps done.")
+    return state, staged
 
 
 def checkpoint_files(run: Path) -> dict[str, Path]:

@@ -143,6 +143,7 @@ BAD: dict[str, list[object]] = {
     "exp": ["", "a/b", ".hidden"],
     "seed": [-1, 2**32, "0"],
     "total_steps": [0, -5, 1.5],
+    "extensions": [((50_000, 384),), ((5, 384),), ((128, 384), (64, 384)), ((-2, 384),), ((128, 0),), ((2,),), (1, 2)],
     "rounds": [0],
     "ordering_share": [-0.1, 1.5, math.nan],
     "n_envs": [0],
@@ -213,6 +214,30 @@ def test_each_phase_is_exact_and_the_default_split_is_unchanged():
         assert c.planned_steps() == sum(steps) == max(n_envs, n_envs * round(total / n_envs))
 
 
+def test_a_budget_change_keeps_the_phases_done_and_plans_the_rest_afresh():
+    # finished at 384, extended to 768: 384 more in one round, 80% ordering (154 vector steps)
+    c = TrainConfig(total_steps=768, rounds=1, n_envs=2, extensions=((384, 384),))
+    assert c.phase_steps() == [*PHASES, (1, "ordering", 308), (1, "placement", 76)]
+    # stopped at 128 inside the first ordering phase, then given 640 steps in all: the phase ends at
+    # 128, and 512 more follow in two rounds of 256 (80%: 102.4 vector steps of ordering, so 204
+    # steps, then 52)
+    c = TrainConfig(total_steps=640, rounds=2, n_envs=2, extensions=((128, 384),))
+    plan = [
+        (0, "ordering", 128),
+        (1, "ordering", 204),
+        (1, "placement", 52),
+        (2, "ordering", 204),
+        (2, "placement", 52),
+    ]
+    assert c.phase_steps() == plan and c.planned_steps() == 640
+    # a budget cut to the steps done: nothing more to plan; extended twice: each change cuts the plan
+    assert TrainConfig(total_steps=128, rounds=1, n_envs=2, extensions=((128, 384),)).phase_steps() == plan[:1]
+    twice = TrainConfig(total_steps=800, rounds=1, n_envs=2, extensions=((128, 384), (200, 640)))
+    assert twice.phase_steps()[:2] == [(0, "ordering", 128), (1, "ordering", 72)]
+    assert twice.planned_steps() == 800
+    TrainConfig(total_steps=640, extensions=((128, 384),), n_envs=2).validate()
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -240,12 +265,37 @@ def test_bad_settings_are_refused_before_any_work_and_create_no_run_folder(args,
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"] and file.read_text() == "keep me\n"
 
 
-def test_resume_takes_no_settings(complete, tmp_path, capsys):
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--seed", "5"], "--seed 5 contradicts RUN/config.yaml (seed: 0)"),
+        (["--scenario", "loaning"], "--scenario loaning contradicts RUN/config.yaml (scenario: default)"),
+        (["--experts", "aryl"], "--experts aryl contradicts RUN/config.yaml (experts: sjf)"),
+        (["--no-bc"], "--no-bc contradicts RUN/config.yaml (bc: true)"),
+        (["--rounds", "2"], "--rounds 2 contradicts RUN/config.yaml (rounds: 1)"),
+        (["--set", "gamma=0.9"], "--set gamma=0.9 contradicts RUN/config.yaml (gamma: 0.999)"),
+        (
+            ["--set", "workload.synthetic.num_jobs=31"],
+            "--set workload.synthetic.num_jobs=31 contradicts RUN/config.yaml (workload.synthetic.num_jobs: 30)",
+        ),
+        (
+            ["--set", "components.reclaim=fifo"],
+            "--set components.reclaim=fifo contradicts RUN/config.yaml (components.reclaim: aryl)",
+        ),
+        (["--total-steps", "100"], "--total-steps 100 is below the 384 steps RUN has trained already."),
+        (["--total-steps", "0"], "--total-steps 0 is below the 384 steps RUN has trained already."),
+        (["--eval-every", "0"], "--eval-every must be at least 1, got 0."),
+    ],
+)
+def test_resume_refuses_flags_that_contradict_the_run_and_changes_nothing(args, message, complete, capsys):
     before = snapshot(complete)
-    code, text = main_exit(["--resume", str(complete), "--total-steps", "1000"], capsys)
-    assert code == 2 and "--resume continues the run as its config.yaml says, so --total-steps cannot" in text
-    code, text = main_exit(["--resume", str(complete), "--set", "gamma=0.9"], capsys)
-    assert code == 2 and "so --set cannot be given" in text
+    code, text = main_exit(["--resume", str(complete), *args], capsys)
+    message = message.replace("RUN", str(complete))
+    assert code == 2 and text.startswith("error: ") and message in text, text
+    if "contradicts" in message:
+        assert text.endswith(
+            "a resumed run keeps its settings, only --total-steps, --eval-every, --threads may change."
+        )
     assert snapshot(complete) == before
 
 
@@ -452,3 +502,23 @@ def test_signals_and_kills_anywhere_leave_a_run_that_resumes_to_the_same_trainin
     assert s["best_jct"] == min(finished) and hidden(run) == []
     command = (run / "command.txt").read_text().splitlines()
     assert len(command) == 7 and command[1:] == [f"train.py --resume {run}"] * 6
+
+
+def test_an_interrupted_run_resumes_to_a_new_total_from_where_it_stopped(demos, tmp_path):
+    out = tmp_path / "runs"
+    # the 70th rollout step is inside the third rollout: 128 ordering steps and 2 evaluations committed
+    t = Train([*TINY, "--out", str(out), "--demos", str(demos)], tmp_path / "log", "rollout@70")
+    assert t.stop(signal.SIGINT) == 130
+    (run,) = out.iterdir()
+    s = assert_consistent(run)
+    assert (s["steps"], s["phase"], [e["steps"] for e in s["evals"]]) == (128, 0, [0, 128])
+    # to 200 in all: the ordering phase under way ends at 128; 72 more follow in one round, 80% of
+    # its 36 vector steps (28.8, so 29: 58 steps) ordering, then 14 placement
+    t = Train(["--resume", str(run), "--total-steps", "200"], tmp_path / "log2")
+    assert t.finish() == 0, t.text()[-3000:]
+    assert "budget 384 -> 200 steps" in t.text() and "BC " not in t.text()
+    s = assert_consistent(run)
+    assert (s["steps"], s["phase"], s["in_phase"]) == (200, 3, 0)
+    assert [e["steps"] for e in s["evals"]] == [0, 128, 186, 200]
+    ck = run / "checkpoints"
+    assert trained_steps(ck / "ordering_latest.zip") == 186 and trained_steps(ck / "placement_latest.zip") == 14

@@ -1,0 +1,180 @@
+"""Several training seeds of one config: independent runs, each in its usual run folder, in this
+process one after the other (``local``) or as Ray tasks (``ray``: a local instance started here,
+or the running cluster at an address), and their summary over seeds (mean and 95% confidence
+interval, :func:`agents.evaluation.stat`).
+
+A seed's run is the same wherever it runs: the same config (the seed replaced), the same steps,
+the same numbers in its state.json and TensorBoard files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import os
+import re
+import signal
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from envs.sim.config import ConfigError
+
+ROOT = Path(__file__).resolve().parent.parent
+SUMMARY_KEYS = ("avg_jct_s", "p95_jct_s", "avg_queue_s", "utilization", "jobs_unfinished")
+"""The agent's figures at its last evaluation that the summary gives over seeds."""
+
+if TYPE_CHECKING:  # agents.dual imports torch: only when a seed trains
+    from agents.dual import TrainConfig
+    from agents.evaluation import Stat
+
+Watch = Callable[[int], Callable[[dict[str, Any]], None]]
+"""seed -> what sees each evaluation of its run"""
+
+
+def parse_seeds(text: str) -> tuple[int, ...]:
+    """``"0-4"`` -> (0, 1, 2, 3, 4); ``"0,3,7-8"`` -> (0, 3, 7, 8). ConfigError if it is not such a
+    list or names a seed twice."""
+    seeds: list[int] = []
+    for part in text.split(","):
+        m = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", part)
+        if not m or (m[2] is not None and int(m[2]) < int(m[1])):
+            raise ConfigError(f"--seeds expects seeds such as 0-4 or 0,3,7-8, got '{text}'.")
+        seeds += range(int(m[1]), int(m[2] or m[1]) + 1)
+    if len(set(seeds)) != len(seeds):
+        raise ConfigError(f"--seeds names a seed twice: '{text}'.")
+    return tuple(seeds)
+
+
+@dataclass(frozen=True)
+class SeedRun:
+    """One seed's finished run: its folder, steps trained, the agent's figures at the last
+    evaluation (``final``) and its best average JCT (inf if no evaluation finished every job)."""
+
+    seed: int
+    run: str
+    steps: int
+    final: dict[str, float]
+    best_jct: float
+
+
+def train_seed(
+    config: TrainConfig,
+    out: str,
+    demos: str,
+    command: list[str],
+    hold: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
+    watch: Watch | None = None,
+) -> SeedRun:
+    """Train ``config`` from scratch in a new run folder under ``out`` (demonstrations cached in
+    ``demos``), as train.py does for one seed. The folder is created inside ``hold()`` (train.py:
+    with stop signals held, so that it is created whole); after the cloning, ``watch(seed)``
+    gives what sees each evaluation (:attr:`agents.dual.Trainer.on_eval`)."""
+    from agents.dual import Trainer
+
+    trainer = Trainer(config)
+    with hold():
+        run = trainer.create(Path(out), command)
+    if config.bc:
+        trainer.warm_start(Path(demos))
+    if watch is not None:
+        trainer.on_eval = watch(config.seed)
+    state = trainer.train()
+    return SeedRun(config.seed, str(run), state.steps, dict(state.evals[-1]["agent"]), state.best_jct)
+
+
+def run_seeds(
+    config: TrainConfig,
+    seeds: Sequence[int],
+    out: str,
+    demos: str,
+    command: list[str],
+    backend: str = "local",
+    address: str | None = None,
+    cpus: int = 2,
+    on_done: Callable[[SeedRun], None] | None = None,
+    hold: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
+    watch: Watch | None = None,
+) -> list[SeedRun]:
+    """Train ``config`` once per seed; the runs in seed order. ``backend``: ``local`` (in this
+    process, one after the other) or ``ray`` (one Ray task per seed, on the cluster at
+    ``address``, or on a local instance of ``cpus`` CPUs started and shut down here). ``on_done``
+    sees each run as it finishes; ``hold`` and ``watch``: see :func:`train_seed` (local only).
+    An exception here (Ctrl-C) cancels the seeds not done; each run folder holds its last
+    commit, and resumes."""
+    configs = [dataclasses.replace(config, seed=s) for s in seeds]
+    out, demos = str(Path(out).resolve()), str(Path(demos).resolve())
+    done: dict[int, SeedRun] = {}
+
+    def finished(r: SeedRun) -> None:
+        done[r.seed] = r
+        if on_done:
+            on_done(r)
+
+    if backend == "local":
+        for c in configs:
+            finished(train_seed(c, out, demos, command, hold, watch))
+    elif backend == "ray":
+        _run_ray(configs, out, demos, command, address, cpus, finished)
+    else:
+        raise ConfigError(f"unknown backend '{backend}'; valid backends: local, ray.")
+    return [done[s] for s in seeds]
+
+
+def _run_ray(
+    configs: list[TrainConfig],
+    out: str,
+    demos: str,
+    command: list[str],
+    address: str | None,
+    cpus: int,
+    finished: Callable[[SeedRun], None],
+) -> None:
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError("--backend ray needs Ray: pip install -e '.[ray]'.") from None
+    started = not ray.is_initialized()
+    if started:
+        # workers import this repository's packages from its root (the package need not be installed)
+        path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+        kw: dict[str, Any] = dict(
+            log_to_driver=False, logging_level=logging.WARNING, runtime_env={"env_vars": {"PYTHONPATH": path}}
+        )
+        sigterm = signal.getsignal(signal.SIGTERM)
+        try:
+            if address:
+                try:
+                    ray.init(address=address, **kw)
+                except ConnectionError as e:
+                    raise ConfigError(f"--address {address}: could not join the Ray cluster there ({e}).") from None
+            else:
+                ray.init(num_cpus=max(1, cpus), include_dashboard=False, **kw)
+        finally:  # ray.init makes SIGTERM a sys.exit(15); the caller's handler stays
+            if sigterm is not None and threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGTERM, sigterm)
+    pending: list[Any] = []
+    try:
+        remote: Any = ray.remote(num_cpus=1)(train_seed)
+        pending = [remote.remote(c, out, demos, command) for c in configs]
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            for r in ready:
+                finished(ray.get(r))
+    finally:
+        for r in pending:
+            ray.cancel(r, force=True)
+        if started:
+            ray.shutdown()
+
+
+def summary(runs: Sequence[SeedRun]) -> dict[str, Stat]:
+    """Each of :data:`SUMMARY_KEYS` at the last evaluation, and ``best_jct_s``, over the seeds."""
+    from agents.evaluation import stat
+
+    out = {k: stat([r.final[k] for r in runs]) for k in SUMMARY_KEYS}
+    out["best_jct_s"] = stat([r.best_jct if r.best_jct != float("inf") else None for r in runs])
+    return out

@@ -1,0 +1,252 @@
+"""The researcher's loop with train.py (issue 19): a run that says how far it got outside a terminal,
+TensorBoard files that compare runs (hyper-parameters in the HParams plugin, one global step on
+every tag of both agents), ``--resume RUN --total-steps N`` extending a run, and ``--seeds``
+training several seeds, here or on a local Ray instance, to the same run folders.
+
+Every test runs the real train.py in a subprocess on a tiny config."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = [
+    "--total-steps",
+    "384",
+    "--rounds",
+    "1",
+    "--n-envs",
+    "2",
+    *("--set", "n_steps=32", "--set", "batch_size=32", "--set", "workload.synthetic.num_jobs=30"),
+    *("--set", "demo_episodes=1", "--set", "bc_epochs=1", "--set", "eval_seeds=100000"),
+    *("--set", "baselines=fifo", "--set", "eval_every=128"),
+]
+# 384 steps over 2 envs, 80% ordering: ordering 0-308, placement 308-384; evaluations at 0, every
+# 128 steps and at each phase's end
+ORDERING_END, EVALS = 308, [0, 128, 256, 308, 384]
+AGENTS = ("ordering", "placement")
+
+
+def train(*args: str, watchdog: float = 600) -> subprocess.CompletedProcess[str]:
+    """train.py in a subprocess (stdout not a terminal), its output as text."""
+    env = {k: v for k, v in os.environ.items() if k != "LOANGYM_TEST_PAUSE_AT"}
+    return subprocess.run(
+        [sys.executable, "train.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=watchdog, env=env
+    )
+
+
+def state(run: Path) -> dict:
+    return json.loads((run / "state.json").read_text(encoding="utf-8"))
+
+
+def trained_steps(checkpoint: Path) -> int:
+    import io
+    import zipfile
+
+    with zipfile.ZipFile(io.BytesIO(checkpoint.read_bytes())) as z:
+        return int(json.loads(z.read("data"))["num_timesteps"])
+
+
+def scalars(folder: Path) -> dict[str, list[tuple[int, float]]]:
+    """Every scalar tag of a TensorBoard folder -> its (step, value) points, read back."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    ea = EventAccumulator(str(folder))
+    ea.Reload()
+    return {t: [(e.step, e.value) for e in ea.Scalars(t)] for t in ea.Tags()["scalars"]}
+
+
+@pytest.fixture(scope="module")
+def demos(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("demos")
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory: pytest.TempPathFactory, demos: Path) -> tuple[Path, str]:
+    """A whole tiny run and its output."""
+    out = tmp_path_factory.mktemp("finished")
+    p = train(*TINY, "--out", str(out), "--demos", str(demos))
+    assert p.returncode == 0, p.stdout + p.stderr
+    (run,) = out.iterdir()
+    return run, p.stdout
+
+
+# ---------------------------------------------------------------------------------------------- progress
+def test_outside_a_terminal_each_evaluation_prints_a_progress_line_before_the_table(finished):
+    run, text = finished
+    lines = text.splitlines()
+    bc = max(i for i, line in enumerate(lines) if line.startswith("BC "))
+    table = next(i for i, line in enumerate(lines) if "held-out seeds" in line)
+    progress = [line for line in lines[bc + 1 : table] if line.strip()]
+    agent = [e["agent"]["avg_jct_s"] for e in state(run)["evals"]]
+    assert len(progress) == len(EVALS)
+    for line, steps, jct in zip(progress, EVALS, agent, strict=True):
+        assert line.startswith(f"{steps}/384 steps") and f"agent avg JCT {jct:,.0f} s" in line, line
+        assert ("steps/s" in line) == (steps > 0)
+
+
+# ---------------------------------------------------------------------------------------------- tensorboard
+def test_tensorboard_holds_the_hyperparameters_for_the_hparams_tab(finished):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    run, _ = finished
+    ea = EventAccumulator(str(run / "tb" / "ordering"))
+    ea.Reload()
+    content = ea.PluginTagToContent("hparams")
+    start = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/session_start_info"]).session_start_info
+    hp = dict(start.hparams.items())
+    assert hp["seed"].number_value == 0 and hp["total_steps"].number_value == 384
+    assert hp["n_steps"].number_value == 32 and hp["reward"].string_value == "jct"
+    assert hp["overrides.workload.synthetic.num_jobs"].string_value == "30"
+    assert hp["components.placement"].string_value == "aryl-nogroup"
+    experiment = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/experiment"]).experiment
+    metrics = {m.name.tag for m in experiment.metric_infos}
+    assert {"eval/avg_jct_s/agent", "eval/p95_jct_s/agent", "eval/best_avg_jct_s"} <= metrics
+    # the tab shows each metric's latest value: the final evaluation's
+    tags = scalars(run / "tb" / "ordering")
+    last = state(run)["evals"][-1]["agent"]
+    assert tags["eval/avg_jct_s/agent"][-1] == (384, pytest.approx(last["avg_jct_s"]))
+    assert tags["eval/best_avg_jct_s"][-1] == (384, pytest.approx(state(run)["best_jct"]))
+
+
+def check_global_steps(run: Path, ordering: list[tuple[int, int]], placement: list[tuple[int, int]], evals: list[int]):
+    """Every tag of each agent at global steps (both agents' env steps) inside the spans
+    (start, end] where that agent trained, with points at the spans' ends; eval/ at ``evals``."""
+    for agent, spans in (("ordering", ordering), ("placement", placement)):
+        tags = scalars(run / "tb" / agent)
+        trained = {
+            t: [s for s, _ in pts] for t, pts in tags.items() if t.split("/")[0] in ("rollout", "sched", "train")
+        }
+        assert {"rollout/ep_rew_mean", "sched/avg_jct_s", "train/loss"} <= set(trained), agent
+        for tag, steps in trained.items():
+            assert all(any(a < s <= b for a, b in spans) for s in steps), (agent, tag, steps)
+        for _, end in spans:
+            assert end in trained["train/loss"], (agent, end)
+        for tag in [t for t in tags if t.startswith("bc/")]:
+            assert [s for s, _ in tags[tag]] == [0]
+    evaluated = scalars(run / "tb" / "ordering")
+    assert [s for s, _ in evaluated["eval/avg_jct_s/agent"]] == evals
+
+
+def test_every_tag_of_both_agents_is_at_the_global_step(finished):
+    run, _ = finished
+    check_global_steps(run, [(0, ORDERING_END)], [(ORDERING_END, 384)], EVALS)
+
+
+# ---------------------------------------------------------------------------------------------- resume
+def test_resume_with_total_steps_extends_a_finished_run(finished, demos, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(finished[0], run)
+    before = state(run)
+    # 513 over 2 envs rounds to 512: 128 more steps, one round, 80% ordering (102) then placement (26)
+    p = train("--resume", str(run), "--total-steps", "513", "--demos", str(demos))
+    assert p.returncode == 0, p.stdout + p.stderr
+    text = " ".join(p.stdout.split())
+    assert "budget 384 -> 513 steps (recorded in config.yaml): 128 steps to train from the 384 done" in text
+    assert "no multiple of --n-envs 2" in text and "training 512 steps" in text
+    s = state(run)
+    assert (s["steps"], s["phase"], s["in_phase"]) == (512, 4, 0)
+    assert [e["steps"] for e in s["evals"]] == [*EVALS, 486, 512]
+    assert s["evals"][: len(EVALS)] == before["evals"] and s["bc"] == before["bc"]  # what was done stays
+    ck = run / "checkpoints"
+    assert trained_steps(ck / "ordering_latest.zip") == 308 + 102
+    assert trained_steps(ck / "placement_latest.zip") == 76 + 26
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    assert config["total_steps"] == 513 and config["extensions"] == [[384, 384]]
+    assert (
+        (run / "command.txt").read_text().splitlines()[-1].endswith(f"--resume {run} --total-steps 513 --demos {demos}")
+    )
+    check_global_steps(run, [(0, ORDERING_END), (384, 486)], [(ORDERING_END, 384), (486, 512)], [*EVALS, 486, 512])
+    # the extended run resumes plainly, with nothing left to do
+    again = train("--resume", str(run))
+    assert again.returncode == 0 and state(run)["steps"] == 512 and len(state(run)["evals"]) == len(EVALS) + 2
+
+
+def test_resume_takes_the_settings_a_run_may_change_and_records_them(finished, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(finished[0], run)
+    # the same values as config.yaml's are no contradiction; --eval-every and --threads may change
+    p = train("--resume", str(run), "--seed", "0", "--n-envs", "2", "--eval-every", "64", "--threads", "1")
+    assert p.returncode == 0, p.stdout + p.stderr
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    assert config["eval_every"] == 64 and config["total_steps"] == 384 and config["extensions"] == []
+    assert state(run) == state(finished[0])  # finished: nothing to train
+
+
+# ---------------------------------------------------------------------------------------------- seeds
+def comparable(run: Path) -> dict[str, object]:
+    """What a run's folder says that must not depend on where it ran: its config, layout, progress,
+    evaluations and clonings, and the values of its TensorBoard scalars (not time/fps, nor the
+    checkpoints' bytes or the folder name, which hold wall-clock times)."""
+    s = state(run)
+    return {
+        "config": (run / "config.yaml").read_text(),
+        "layout": (run / "layout.json").read_text(),
+        "command": (run / "command.txt").read_text(),
+        # as JSON text: a NaN (a cloning's accuracy with no held-out step) equals itself
+        "state": json.dumps({k: s[k] for k in ("phase", "in_phase", "steps", "best_jct", "evals", "bc", "generation")}),
+        "checkpoints": sorted(s["checkpoints"]),
+        "tb": json.dumps(
+            {a: {t: v for t, v in scalars(run / "tb" / a).items() if not t.startswith("time/")} for a in AGENTS},
+            sort_keys=True,
+        ),
+    }
+
+
+def test_seeds_train_here_and_on_ray_to_the_same_run_folders(demos, tmp_path):
+    pytest.importorskip("ray")
+    tiny = [a if a != "384" else "256" for a in TINY]
+    folders = {}
+    for backend in ("local", "ray"):
+        out = tmp_path / backend
+        p = train(*tiny, "--seeds", "0-1", "--backend", backend, "--out", str(out), "--demos", str(demos))
+        assert p.returncode == 0, p.stdout + p.stderr
+        runs = sorted(out.iterdir())
+        assert [re.sub(r"__\d{8}-\d{6}.*", "", r.name) for r in runs] == ["default__dual__0", "default__dual__1"]
+        folders[backend] = runs
+        text = " ".join(p.stdout.split())
+        assert "mean ± 95% CI" in text
+        jct = [state(r)["evals"][-1]["agent"]["avg_jct_s"] for r in runs]
+        for seed, r, j in zip((0, 1), runs, jct, strict=True):
+            assert f"seed {seed}: {r}: 256 steps, agent avg JCT {j:,.0f} s" in text
+        mean = sum(jct) / 2
+        assert f"{mean:,.0f} ±" in text
+        if backend == "local":  # each evaluation of each seed prints its progress line
+            assert "seed 1: 256/256 steps" in text and f"agent avg JCT {jct[1]:,.0f} s" in text
+    for local, ray in zip(folders["local"], folders["ray"], strict=True):
+        a, b = comparable(local), comparable(ray)
+        assert a["command"] != b["command"]  # each names its backend and --out
+        a.pop("command"), b.pop("command")
+        assert a == b, local.name
+    assert comparable(folders["local"][0])["state"] != comparable(folders["local"][1])["state"]  # seeds differ
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--seeds", "0-1", "--seed", "3"], "--seeds trains new runs of each seed it names, so --seed cannot"),
+        (["--seeds", "0-1", "--resume", "RUN"], "--seeds trains new runs of each seed it names, so --resume cannot"),
+        (["--seeds", "4-1"], "--seeds expects seeds such as 0-4 or 0,3,7-8, got '4-1'."),
+        (["--seeds", "0,x"], "--seeds expects seeds such as 0-4 or 0,3,7-8, got '0,x'."),
+        (["--seeds", "0,0-2"], "--seeds names a seed twice: '0,0-2'."),
+        (["--seeds", "0-1", "--address", "x:1"], "--address names a Ray cluster, so it needs --backend ray."),
+        (["--seeds", "0-1", "--total-steps", "0"], "--total-steps must be at least 1, got 0."),
+    ],
+)
+def test_seeds_refuse_contradicting_flags_and_bad_lists(args, message, tmp_path, capsys):
+    import train
+
+    code = train.main([*args, "--out", str(tmp_path / "runs")])
+    text = " ".join(capsys.readouterr().out.split())
+    assert code == 2 and text.startswith("error: ") and message in text and text.endswith("."), text
+    assert not (tmp_path / "runs").exists()
