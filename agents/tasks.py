@@ -75,7 +75,7 @@ class BenchTask:
 
 _CLAIRVOYANT = ("fifo", "sjf", "tiresias", "qssf", "aryl", "mlfs", "fitgpp")
 _BLIND = ("fifo", "tiresias", "qssf", "fitgpp")  # needs="none": they read no duration
-_ORACLES = ("oracle-sjf", "oracle-aryl", "oracle-speed", "oracle-sjf-speed")
+_ORACLES = ("oracle-sjf", "oracle-aryl", "oracle-speed", "oracle-sjf-speed", "oracle-mlfs-speed")
 
 
 def _seats(name: str, *more: str) -> tuple[str, ...]:

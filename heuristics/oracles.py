@@ -11,10 +11,14 @@ them.
   which places by the machines' true speeds (the placement seat's headroom where machines differ
   by a latent factor, as on ``cloud``).
 - ``oracle-sjf-speed``: both seats' truths together.
+- ``oracle-mlfs-speed``: MLFS (its priorities, load control and migrations) whose starts are
+  placed by :class:`TrueSpeedPlacement`: the placement seat's headroom over MLFS, the best
+  realistic heuristic where machines differ (``cloud``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from envs.sim.model import JobSpec
@@ -23,6 +27,8 @@ from heuristics.aryl import aryl
 from heuristics.aryl_config import ArylConfig
 from heuristics.common import TRAINING_ONLY, PackConfig, pack, types_for
 from heuristics.fifo import QueueOrdering, by_remaining, sjf
+from heuristics.mlfs import MlfsConfig
+from heuristics.mlfs import build as build_mlfs
 from heuristics.qssf import QssfOrdering
 from heuristics.registry import register
 
@@ -64,7 +70,12 @@ def oracle_sjf_speed() -> ComposedScheduler:
     return ComposedScheduler("oracle-sjf-speed", QueueOrdering(by_remaining, blocking=False), TrueSpeedPlacement())
 
 
+def oracle_mlfs_speed(config: MlfsConfig | None = None) -> ComposedScheduler:
+    return dataclasses.replace(build_mlfs("oracle-mlfs-speed", config or MlfsConfig()), placement=TrueSpeedPlacement())
+
+
 register("oracle-sjf", sjf, PackConfig, oracle=True)
 register("oracle-aryl", aryl, ArylConfig, oracle=True)
 register("oracle-speed", oracle_speed, oracle=True)
 register("oracle-sjf-speed", oracle_sjf_speed, oracle=True)
+register("oracle-mlfs-speed", oracle_mlfs_speed, MlfsConfig, oracle=True)

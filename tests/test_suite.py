@@ -122,3 +122,16 @@ def test_every_training_recipe_is_a_valid_train_command(task: suite.BenchTask) -
     assert (config.scenario, config.seed, config.exp) == (task.scenario, 3, task.name)
     assert set(dict(task.sets).items()) <= set(config.overrides.items())
     assert config.baselines == task.heuristics
+
+
+def test_oracle_mlfs_speed_is_mlfs_placed_by_true_speeds() -> None:
+    from heuristics.oracles import TrueSpeedPlacement
+
+    mlfs, oracle = registry.make("mlfs"), registry.make("oracle-mlfs-speed")
+    assert isinstance(oracle.placement, TrueSpeedPlacement) and oracle.oracle
+    for part in ("ordering", "preemption"):
+        assert type(getattr(oracle, part)) is type(getattr(mlfs, part))
+    s = scenarios.get("cloud", {"workload.synthetic.num_jobs": "40"})
+    a = scenarios.simulate(s, mlfs, 0)
+    o = scenarios.simulate(s, oracle, 0)
+    assert (o.finish < float("inf")).all() and not (a.finish == o.finish).all()
