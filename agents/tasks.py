@@ -152,7 +152,7 @@ TASKS: dict[str, BenchTask] = {
             ("oracle-sjf", "oracle-speed"),
             "no duration information at an offered load of 1.6, so queues are long and the order "
             "matters: only attained service and the history of finished jobs are known.",
-            train=_seats("qssf", *_STEPS),
+            train=_seats("qssf", "--set", "max_jobs=64", *_STEPS),
         ),
         BenchTask(
             "trace-itp",
