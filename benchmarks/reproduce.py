@@ -127,8 +127,8 @@ def afs_setting() -> dict[str, str]:
     """Aryl's job-scheduling comparison (its section 7.4, Figure 12): "obtained without capacity
     loaning in Basic scenario", "a large cluster of over 3,500 GPUs with heavy workload". Ours:
     no inference pool, the Aryl setting's production workload (offered load 0.85), on 32
-    training servers (256 GPUs) with 2,000 jobs (about 3 days of arrivals). Scaled down: at 3,520
-    GPUs that load is about 11,000 jobs a day, and one aryl run of 3,000 jobs on 440 servers
+    training servers (256 GPUs) with 2,000 jobs (about 4 days of arrivals). Scaled down: at 3,520
+    GPUs that load is about 7,000 jobs a day, and one aryl run of 3,000 jobs on 440 servers
     (ten hours of arrivals, no queue yet) takes 50 s here, so five seeds of days at full scale do
     not fit the 20-minute budget of this script."""
     return {
