@@ -8,7 +8,8 @@ heuristics, its oracles and its agents, on the task's held-out test seeds.
 Per task it prints each policy's main metric (mean and 95% CI over the seeds), the best
 realistic heuristic, the headroom (how much better the best oracle is than it), and for each
 agent the paired difference to the best realistic heuristic (mean and 95% CI of the per-seed
-difference: the agent beats it where the interval excludes zero on the better side). Agents
+difference: the agent beats it where the interval excludes zero on the better side); ``--json``
+also keeps every policy's figure per seed. Agents
 default to ``pretrained/<task>`` where that folder exists. A task is run with the same job set
 for every policy (``scenarios.build``), so the per-seed differences are paired.
 """
@@ -155,7 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for task in chosen:
             seeds = ev.parse_seeds(args.seeds) if args.seeds else list(task.test_seeds)
             agents = ev.parse_names(args.agents, "agent") if args.agents else default_agents(task)
-            rows, _ = run_task(task, seeds, agents, args.workers, args.backend)
+            rows, per_seed = run_task(task, seeds, agents, args.workers, args.backend)
             lines = render(task, rows, seeds)
             print("\n".join(lines), flush=True)
             out_md.extend(lines)
@@ -165,7 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "metric": task.metric,
                     "seeds": seeds,
                     "headroom": headroom(task, rows),
-                    "rows": [r.__dict__ for r in rows],
+                    "rows": [r.__dict__ | {"per_seed": per_seed[r.policy]} for r in rows],
                 }
             )
     except ConfigError as e:
