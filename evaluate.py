@@ -3,13 +3,16 @@
 
     python evaluate.py --policies fifo,sjf,aryl --scenarios default,loaning --seeds 0-9 --out results/x
     python evaluate.py --policies fifo,aryl,ppo:runs/default__dual__0__20261129-120000 --seeds 0-4 --out results/y
-    python evaluate.py --policies fifo,tiresias --set cluster.training_servers=8,16 --set policy.round_s=60 --out r/
+    python evaluate.py --policies fifo,tiresias --set cluster.training_servers=8,16 --set tiresias.round_s=60,300
     python evaluate.py --policies fifo,sjf --trace my_cluster.csv --out results/mine
     python evaluate.py --policies fifo,sjf --seeds 0-99 --backend ray --workers 8 --out results/big
 
 Each (policy, scenario, seed, setting) is one task; ``--set key=v1,v2`` sweeps a grid (the
 Cartesian product over every key given several values; ``;`` separates the items of one
-tuple-valued value: ``--set cluster.training_mix=V100-32GB:6;A100-40GB:4``). ``ppo:RUN`` evaluates
+tuple-valued value: ``--set cluster.training_mix=V100-32GB:6;A100-40GB:4``). A key is a scenario
+field, ``policy.<field>`` (every policy listed) or ``<policy>.<field>`` (that policy alone: the
+others run once per scenario setting, and the ratios compare each run with the reference at the
+same scenario settings). ``ppo:RUN`` evaluates
 the agents of a train.py run folder with the components it was trained with.
 
 Prints mean over seeds per policy, with the ratio to ``--reference`` (policy mean / reference
@@ -65,8 +68,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="append",
         default=[],
         metavar="KEY=V1[,V2...]",
-        help="override a scenario field (cluster.training_servers=32) or a policy one (policy.round_s=60); "
-        "several values sweep a grid; ';' separates a tuple's items",
+        help="override a scenario field (cluster.training_servers=32), every policy's (policy.round_s=60) "
+        "or one policy's (tiresias.round_s=60); several values sweep a grid; ';' separates a tuple's items",
     )
     p.add_argument("--reference", default=None, help="policy the ratios compare with (default: the first one)")
     p.add_argument("--out", default=None, help="folder for results, plots, TensorBoard and per-task files")

@@ -48,9 +48,11 @@ PLOTS = ("jct_cdf", "timeline", "class_slowdown", "fairness")
 
 
 def label(result: TaskResult) -> str:
-    """The policy's name in plots and TensorBoard: its name, then its ``policy.*`` settings."""
+    """The policy's name in plots and TensorBoard: its name, then its settings (``policy.*`` and
+    its own)."""
     t = result.task
-    return t.policy + (" [" + ",".join(f"{k}={v}" for k, v in t.policy_sets) + "]" if t.policy_sets else "")
+    sets = (*t.policy_sets, *t.own_sets)
+    return t.policy + (" [" + ",".join(f"{k}={v}" for k, v in sets) + "]" if sets else "")
 
 
 def groups(results: Sequence[TaskResult]) -> dict[str, list[TaskResult]]:
@@ -235,11 +237,11 @@ def write_tensorboard(aggregates: Sequence[Aggregate], pngs: Mapping[str, Sequen
     shutil.rmtree(tmp, ignore_errors=True)
     by_group: dict[str, list[Aggregate]] = {}
     for a in aggregates:
-        by_group.setdefault(group_name(a.scenario, a.settings), []).append(a)
+        by_group.setdefault(group_name(a.scenario, a.scenario_settings), []).append(a)
     for group in dict.fromkeys([*by_group, *pngs]):
         values = []
         for a in by_group.get(group, []):
-            pol = [f"{k.removeprefix('policy.')}={v}" for k, v in a.settings if k.startswith("policy.")]
+            pol = [f"{k.split('.', 1)[1]}={v}" for k, v in a.policy_settings]
             name = a.policy + (" [" + ",".join(pol) + "]" if pol else "")
             values += [
                 Summary.Value(tag=f"eval/{k}/{name}", simple_value=a.metrics[k].mean)
