@@ -32,13 +32,15 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from envs.sim.config import HelpFormatter
+
 SCENARIO_SECTIONS = ("cluster.", "inference.", "workload.", "sim.", "information.")
 RUN_FLAGS = ("scenario", "trace", "total_steps", "rounds", "seed", "bc", "experts", "n_envs", "exp", "threads")
 """The flags that set a run's config (refused with --resume: the run continues as config.yaml says)."""
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     p.add_argument("--scenario", default=None, help="scenario name (default: default)")
     p.add_argument("--trace", default=None, help="train on this CSV trace (our schema)")
     p.add_argument("--total-steps", type=int, default=None, help="env steps, both agents together")

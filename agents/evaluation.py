@@ -62,7 +62,7 @@ from scipy import stats
 from agents.provenance import git_commit
 from agents.trained import AGENT_PREFIX, AgentSpec, Models, check_agent, episode, file_digest, load_agent
 from envs.sim import scenarios
-from envs.sim.config import ConfigError
+from envs.sim.config import ConfigError, SettingInfo, describe
 from envs.sim.engine import SimResult
 from envs.sim.feasibility import UnrunnableError, unrunnable
 from envs.sim.fileio import atomic_write
@@ -255,6 +255,18 @@ def parse_grid(items: Sequence[str]) -> list[dict[str, str]]:
             f"--set sweeps a grid of {points:,} points, more than the {MAX_TASKS:,} tasks a sweep may hold."
         )
     return [dict(zip(axes, combo, strict=True)) for combo in itertools.product(*axes.values())]
+
+
+def setting_keys(scenario: str) -> list[SettingInfo]:
+    """Every ``--set`` key of a sweep on ``scenario`` (its fields, then ``<policy>.<field>`` for
+    every registered policy with settings), with type, default and rule; an unknown scenario is
+    the user's error."""
+    rows = describe(scenarios.get(scenario, {}))
+    for name in registry.names():
+        config = registry.entry(name).config
+        if config is not None:
+            rows += describe(config(), f"{name}.")
+    return rows
 
 
 def parse_names(text: str, what: str) -> list[str]:

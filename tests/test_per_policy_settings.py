@@ -149,3 +149,65 @@ def test_no_policy_is_named_like_a_scenario_field():
     )
     with pytest.raises(ConfigError, match="both set"):
         ev.split_sets({"policy.round_s": "60", "tiresias.round_s": "1"}, ["tiresias"])
+
+
+# ---------------------------------------------------------------------------------------------- --list-settings, --help
+def test_list_settings_prints_every_key_with_its_type_and_default():
+    done = subprocess.run(
+        [sys.executable, "evaluate.py", "--list-settings", "loaning"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    rows = ev.setting_keys("loaning")
+    assert {"cluster.training_servers", "workload.synthetic.num_jobs", "tiresias.round_s"} <= {r.key for r in rows}
+    for r in rows:  # the row of each key starts with the key, its type and its default
+        (line,) = [ln for ln in lines if ln.startswith(f"│ {r.key} ")]
+        cells = [c.strip() for c in line.strip("│").split("│")]
+        assert cells[0] == r.key and r.type.startswith(cells[1]) and r.default.startswith(cells[2])
+    servers = next(r for r in rows if r.key == "cluster.training_servers")
+    assert (servers.type, servers.default) == ("int", str(scenarios.get("loaning", {}).cluster.training_servers))
+    assert servers.rule.startswith("must be")
+    bad = subprocess.run(
+        [sys.executable, "evaluate.py", "--list-settings", "nosuch"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert bad.returncode == 2 and bad.stdout.startswith("error: unknown scenario 'nosuch'")
+
+
+@pytest.mark.parametrize("scenario", [s for s in scenarios.names() if s != "trace"])
+def test_every_listed_default_is_what_set_takes_back(scenario: str):
+    """Each key's default, given back to --set, leaves the scenario (and each policy) as it is."""
+    from envs.sim.config import apply_overrides
+
+    scen = scenarios.get(scenario, {})
+    for r in ev.setting_keys(scenario):
+        head = r.key.split(".", 1)[0]
+        if head in registry.names():
+            config = registry.entry(head).config
+            assert config is not None
+            field_ = r.key.split(".", 1)[1]
+            assert apply_overrides(config(), {field_: r.default}) == config(), r
+        else:
+            assert apply_overrides(scen, {r.key: r.default}) == scen, r
+
+
+@pytest.mark.parametrize(
+    ("cli", "shown"),
+    [
+        ("evaluate.py", "(default: fifo,sjf,tiresias)"),
+        ("demos.py", "(default: 20)"),
+        ("train.py", "(default: runs)"),
+    ],
+)
+def test_help_shows_the_defaults(cli: str, shown: str):
+    done = subprocess.run([sys.executable, cli, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    text = " ".join(done.stdout.split())
+    assert done.returncode == 0 and shown in text
+    assert "(default: None)" not in text and "(default: [])" not in text and "(default: False)" not in text
