@@ -54,6 +54,24 @@ def test_one_policys_sweep_beside_a_baseline_that_lacks_it(tmp_path: Path):
         theirs = mean[("fifo", json.dumps(ref, sort_keys=True))]
         assert row["metrics"]["avg_jct_s"] == mine / theirs
     assert "round_s=300" in done.stdout and "tiresias" in done.stdout
+    # TensorBoard: one run, each point of the sweep on its own step; fifo, which lacks round_s, at each
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    (run,) = (out / "tb").iterdir()
+    acc = EventAccumulator(str(run), size_guidance={"images": 0, "scalars": 0, "tensors": 0})
+    acc.Reload()
+    grid = [("8", "60"), ("8", "300"), ("16", "60"), ("16", "300")]
+    for policy in ("fifo", "tiresias"):
+        got = [(e.step, e.value) for e in acc.Scalars(f"eval/avg_jct_s/{policy}")]
+        want = []
+        for step, (n, r) in enumerate(grid):
+            sets = {"workload.synthetic.num_jobs": "40", "cluster.training_servers": n}
+            sets |= {"tiresias.round_s": r} if policy == "tiresias" else {}
+            want.append((step, pytest.approx(mean[(policy, json.dumps(sets, sort_keys=True))], rel=1e-6)))
+        assert got == want
+    assert [e.step for e in acc.Images("plots/jct_cdf")] == [0, 2]  # each cluster size's plots at its first step
+    table = acc.Tensors("sweep")[0].tensor_proto.string_val[0].decode()
+    assert "| step | cluster.training_servers | tiresias.round_s |" in table and "| 3 | 16 | 300 |" in table
 
 
 def test_a_policys_own_setting_reaches_it_as_policy_dot_does():
@@ -133,6 +151,29 @@ def test_the_reference_is_the_one_at_the_same_scenario_settings():
     p60, p300 = _agg("tiresias", 5.0, **{"policy.round_s": "60"}), _agg("tiresias", 6.0, **{"policy.round_s": "300"})
     other = _agg("aryl", 3.0, **{"policy.round_s": "300"})
     assert ev.reference_of(other, [p60, p300, other], "tiresias") is p300
+
+
+def test_a_sweep_over_whole_numbers_is_a_curve_over_those_numbers(tmp_path: Path):
+    """One axis of whole numbers: the steps are its values; another axis: the point's index."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from agents import plots
+
+    aggs = [_agg("fifo", 100.0)] + [
+        _agg("tiresias", v, **{"tiresias.round_s": r}) for r, v in (("60", 50.0), ("300", 80.0))
+    ]
+    plots.write_tensorboard(aggs, {}, tmp_path / "tb")
+    (run,) = (tmp_path / "tb").iterdir()
+    acc = EventAccumulator(str(run))
+    acc.Reload()
+    assert run.name == "default"
+    assert [(e.step, e.value) for e in acc.Scalars("eval/avg_jct_s/tiresias")] == [(60, 50.0), (300, 80.0)]
+    assert [(e.step, e.value) for e in acc.Scalars("eval/avg_jct_s/fifo")] == [(60, 100.0), (300, 100.0)]
+    sigma = [_agg("sjf", v, **{"information.sigma": x}) for x, v in (("0.5", 1.0), ("2", 2.0))]
+    (swept,) = plots.sweep_runs(sigma)
+    assert swept.axes == ("information.sigma",) and [s for s, _ in swept.points] == [0, 1]
+    (still,) = plots.sweep_runs([_agg("fifo", 1.0, **{"cluster.training_servers": "8"})])
+    assert still.axes == () and list(still.at) == [0] and still.name == "default__cluster.training_servers-8"
 
 
 def test_no_policy_is_named_like_a_scenario_field():
