@@ -25,13 +25,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from agents import dataset as ds
 from envs.core import Components
-from envs.sim.config import ConfigError, parse_sets
+from envs.sim.config import ConfigError, HelpFormatter, parse_sets
 from envs.sim.inference import InferenceConfigError
 from envs.sim.workload import TraceError
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     p.add_argument("--expert", required=True, help="comma-separated component heuristics, e.g. aryl,sjf")
     p.add_argument("--env", default="ordering", choices=list(ds.ENVS), help="which seat the expert takes")
     p.add_argument("--scenario", default="default", help="scenario name")

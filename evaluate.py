@@ -3,13 +3,16 @@
 
     python evaluate.py --policies fifo,sjf,aryl --scenarios default,loaning --seeds 0-9 --out results/x
     python evaluate.py --policies fifo,aryl,ppo:runs/default__dual__0__20261129-120000 --seeds 0-4 --out results/y
-    python evaluate.py --policies fifo,tiresias --set cluster.training_servers=8,16 --set policy.round_s=60 --out r/
+    python evaluate.py --policies fifo,tiresias --set cluster.training_servers=8,16 --set tiresias.round_s=60,300
     python evaluate.py --policies fifo,sjf --trace my_cluster.csv --out results/mine
     python evaluate.py --policies fifo,sjf --seeds 0-99 --backend ray --workers 8 --out results/big
 
 Each (policy, scenario, seed, setting) is one task; ``--set key=v1,v2`` sweeps a grid (the
 Cartesian product over every key given several values; ``;`` separates the items of one
-tuple-valued value: ``--set cluster.training_mix=V100-32GB:6;A100-40GB:4``). ``ppo:RUN`` evaluates
+tuple-valued value: ``--set cluster.training_mix=V100-32GB:6;A100-40GB:4``). A key is a scenario
+field, ``policy.<field>`` (every policy listed) or ``<policy>.<field>`` (that policy alone: the
+others run once per scenario setting, and the ratios compare each run with the reference at the
+same scenario settings). ``ppo:RUN`` evaluates
 the agents of a train.py run folder with the components it was trained with.
 
 Prints mean over seeds per policy, with the ratio to ``--reference`` (policy mean / reference
@@ -30,10 +33,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
+from rich.text import Text
 
 from agents import evaluation as ev
 from agents import trained
-from envs.sim.config import ConfigError
+from envs.sim.config import ConfigError, HelpFormatter
 from envs.sim.inference import InferenceConfigError
 from envs.sim.workload import TraceError
 
@@ -50,7 +54,7 @@ TABLE = {
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     p.add_argument("--policies", default="fifo,sjf,tiresias", help="comma-separated policy names and ppo:RUN_DIR")
     p.add_argument("--scenarios", "--scenario", dest="scenarios", default=None, help="scenario names (see --list)")
     p.add_argument(
@@ -65,8 +69,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="append",
         default=[],
         metavar="KEY=V1[,V2...]",
-        help="override a scenario field (cluster.training_servers=32) or a policy one (policy.round_s=60); "
-        "several values sweep a grid; ';' separates a tuple's items",
+        help="override a scenario field (cluster.training_servers=32), every policy's (policy.round_s=60) "
+        "or one policy's (tiresias.round_s=60); several values sweep a grid; ';' separates a tuple's items",
     )
     p.add_argument("--reference", default=None, help="policy the ratios compare with (default: the first one)")
     p.add_argument("--out", default=None, help="folder for results, plots, TensorBoard and per-task files")
@@ -74,6 +78,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--workers", type=int, default=ev.default_workers(), help="processes (or CPUs of a local Ray)")
     p.add_argument("--address", default=None, help="Ray cluster to join (default: start a local one)")
     p.add_argument("--list", action="store_true", help="list policies and scenarios, then exit")
+    p.add_argument(
+        "--list-settings",
+        nargs="?",
+        const="default",
+        default=None,
+        metavar="SCENARIO",
+        help="list every --set key of SCENARIO (default: default) and of the policies, with type and default; exit",
+    )
     return p.parse_args(argv)
 
 
@@ -116,6 +128,24 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         console.print("policies: " + ", ".join(registry.names()) + ", ppo:RUN_DIR")
         console.print("scenarios: " + ", ".join(scenarios.names()))
+        return 0
+    if args.list_settings is not None:
+        try:
+            rows = ev.setting_keys(args.list_settings)
+        except ConfigError as e:
+            console.print(f"[red]error:[/red] {e}", highlight=False)
+            return 2
+        table = Table(
+            title=f"--set keys of scenario '{args.list_settings}' and of the policies "
+            "(policy.FIELD sets FIELD of every policy listed)",
+            title_justify="left",
+        )
+        table.add_column("key", no_wrap=True)
+        for heading in ("type", "default", "rule"):
+            table.add_column(heading, overflow="fold")
+        for r in rows:
+            table.add_row(*(Text(c) for c in (r.key, r.type, r.default, r.rule)))  # no markup: "[int, float]"
+        console.print(table, highlight=False)
         return 0
     out = Path(args.out) if args.out else None
     saved = 0  # tasks whose file is under out/tasks

@@ -40,6 +40,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from envs.sim.config import HelpFormatter
+
 SCENARIO_SECTIONS = ("cluster.", "inference.", "workload.", "sim.", "information.")
 
 
@@ -52,7 +54,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         v = getattr(config, field)
         return f"(default: {','.join(v) if isinstance(v, tuple) else f'{v:,}' if isinstance(v, int) else v})"
 
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     p.add_argument("--scenario", default=None, help=f"scenario name {default('scenario')}")
     p.add_argument("--trace", default=None, help="train on this CSV trace (our schema)")
     p.add_argument(

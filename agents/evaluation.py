@@ -62,7 +62,7 @@ from scipy import stats
 from agents.provenance import git_commit
 from agents.trained import AGENT_PREFIX, AgentSpec, Models, check_agent, episode, file_digest, load_agent
 from envs.sim import scenarios
-from envs.sim.config import ConfigError
+from envs.sim.config import ConfigError, SettingInfo, describe
 from envs.sim.engine import SimResult
 from envs.sim.feasibility import UnrunnableError, unrunnable
 from envs.sim.fileio import atomic_write
@@ -80,7 +80,8 @@ ROOT = Path(__file__).resolve().parent.parent
 @dataclass(frozen=True)
 class Task:
     """One run. ``scenario_sets`` are ``--set`` overrides of the scenario, ``policy_sets`` of the
-    policy (given as ``policy.<field>=value``; an agent takes none). ``agent`` is set for
+    policy given as ``policy.<field>=value`` (for every heuristic of the sweep), ``own_sets`` those
+    given as ``<this policy>.<field>=value`` (for this one alone); an agent takes none. ``agent`` is set for
     ``ppo:RUN`` policies; ``inputs`` is a digest of the files the run reads (trace, checkpoints),
     so that a resumed sweep does not reuse results computed from other files. ``borrowing``:
     whether every policy of the sweep borrows inference servers; it fixes which jobs must be
@@ -94,10 +95,18 @@ class Task:
     agent: AgentSpec | None = None
     inputs: str = ""
     borrowing: bool = True  # every policy of the sweep borrows: see scenarios.build (one job set for all)
+    own_sets: tuple[tuple[str, str], ...] = ()
 
     @property
     def settings(self) -> dict[str, str]:
-        return dict(self.scenario_sets) | {f"policy.{k}": v for k, v in self.policy_sets}
+        """Every setting of the run, as given: scenario keys, ``policy.<field>``, ``<policy>.<field>``."""
+        own = {f"{self.policy}.{k}": v for k, v in self.own_sets}
+        return dict(self.scenario_sets) | {f"policy.{k}": v for k, v in self.policy_sets} | own
+
+    @property
+    def policy_overrides(self) -> dict[str, str]:
+        """The fields of the policy's config this run sets (``policy_sets`` and ``own_sets``)."""
+        return dict(self.policy_sets) | dict(self.own_sets)
 
     def key(self) -> str:
         ident = [
@@ -112,6 +121,8 @@ class Task:
         if self.agent is not None:
             a = self.agent
             ident.append([a.max_jobs, *dataclasses.astuple(a.components), a.reward])
+        if self.own_sets:  # only then: the keys (and task files) of other sweeps stay as they were
+            ident.append(["own", self.own_sets])
         return hashlib.sha1(json.dumps(ident).encode()).hexdigest()[:16]
 
     def file_name(self) -> str:
@@ -131,11 +142,40 @@ class TaskResult:
 
 
 # ---------------------------------------------------------------------------------------------- arguments
-def split_sets(sets: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
-    """``--set`` pairs -> (scenario overrides, policy overrides: keys without ``policy.``)."""
-    scen = {k: v for k, v in sets.items() if not k.startswith("policy.")}
-    pol = {k.removeprefix("policy."): v for k, v in sets.items() if k.startswith("policy.")}
-    return scen, pol
+def split_sets(
+    sets: Mapping[str, str], policies: Sequence[str] = ()
+) -> tuple[dict[str, str], dict[str, str], dict[str, dict[str, str]]]:
+    """``--set`` pairs -> (scenario overrides, overrides of every policy: keys given as
+    ``policy.<field>``, overrides of one policy: ``{name: {field: value}}`` for keys given as
+    ``<name>.<field>``, where ``name`` is one of the heuristics ``policies``). A key naming a
+    registered policy that is not among ``policies`` is the user's error."""
+    scen: dict[str, str] = {}
+    pol: dict[str, str] = {}
+    own: dict[str, dict[str, str]] = {}
+    for k, v in sets.items():
+        head, _, field_ = k.partition(".")
+        if head == "policy":
+            pol[field_] = v
+        elif head in policies and field_:
+            own.setdefault(head, {})[field_] = v
+        elif field_ and head in registry.names():
+            listed = ", ".join(p for p in policies) or "none"
+            raise ConfigError(f"--set {k} sets policy '{head}', which is not among the evaluated policies ({listed}).")
+        else:
+            scen[k] = v
+    for name, fields in own.items():
+        both = sorted(set(fields) & set(pol))
+        if both:
+            raise ConfigError(
+                f"--set policy.{both[0]} and --set {name}.{both[0]} both set {name}'s {both[0]}; give one of them."
+            )
+    return scen, pol, own
+
+
+def is_policy_key(key: str, policy: str) -> bool:
+    """Whether setting ``key`` (as in :attr:`Task.settings`) is a policy setting of ``policy``'s
+    runs (``policy.<field>`` or ``<policy>.<field>``) rather than a scenario one."""
+    return key.startswith(("policy.", f"{policy}."))
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -217,6 +257,18 @@ def parse_grid(items: Sequence[str]) -> list[dict[str, str]]:
     return [dict(zip(axes, combo, strict=True)) for combo in itertools.product(*axes.values())]
 
 
+def setting_keys(scenario: str) -> list[SettingInfo]:
+    """Every ``--set`` key of a sweep on ``scenario`` (its fields, then ``<policy>.<field>`` for
+    every registered policy with settings), with type, default and rule; an unknown scenario is
+    the user's error."""
+    rows = describe(scenarios.get(scenario, {}))
+    for name in registry.names():
+        config = registry.entry(name).config
+        if config is not None:
+            rows += describe(config(), f"{name}.")
+    return rows
+
+
 def parse_names(text: str, what: str) -> list[str]:
     names = list(dict.fromkeys(p.strip() for p in text.split(",") if p.strip()))
     if not names:
@@ -245,10 +297,13 @@ def plan(
     if len(set(labels)) < len(labels):
         dup = next(x for x in labels if labels.count(x) > 1)
         raise ConfigError(f"two policies are both named '{dup}'; give the run folders different names.")
-    points: dict[tuple[tuple[str, str], ...], list[tuple[tuple[str, str], ...]]] = {}
-    for sets in grid:  # scenario settings -> their policy settings, in grid order
-        scen_sets, pol_sets = split_sets(sets)
-        points.setdefault(tuple(scen_sets.items()), []).append(tuple(pol_sets.items()))
+    heuristics = [p for p in policies if p not in agents]
+    Own = dict[str, tuple[tuple[str, str], ...]]
+    points: dict[tuple[tuple[str, str], ...], list[tuple[tuple[tuple[str, str], ...], Own]]] = {}
+    for sets in grid:  # scenario settings -> their policy settings (all, own), in grid order
+        scen_sets, pol_sets, own = split_sets(sets, heuristics)
+        own_t = {name: tuple(fields.items()) for name, fields in own.items()}
+        points.setdefault(tuple(scen_sets.items()), []).append((tuple(pol_sets.items()), own_t))
     tasks: list[Task] = []
     for scen in scenario_names:
         for scen_tuple, pol_points in points.items():
@@ -265,12 +320,44 @@ def plan(
                 if agent is not None:
                     check_agent(agent, scen, scen_tuple)
                 inputs = hashlib.sha1((trace_digest + (agent.digest if agent else "")).encode()).hexdigest()[:16]
-                for pol_tuple in pol_points if agent is None else [()]:
+                for pol_tuple, own_t in pol_points if agent is None else [((), {})]:
+                    mine = own_t.get(p, ())
                     if agent is None:
-                        registry.make(p, dict(pol_tuple))
+                        _check_policy(p, pol_tuple, mine, heuristics)
                     label = agent.label if agent else p
-                    tasks.extend(Task(label, scen, s, scen_tuple, pol_tuple, agent, inputs, borrowing) for s in seeds)
-    return list(dict.fromkeys(tasks))
+                    tasks.extend(
+                        Task(label, scen, s, scen_tuple, pol_tuple, agent, inputs, borrowing, mine) for s in seeds
+                    )
+    return list(dict.fromkeys(tasks))  # a policy without a swept setting of another runs once
+
+
+def _check_policy(
+    name: str, every: tuple[tuple[str, str], ...], own: tuple[tuple[str, str], ...], heuristics: Sequence[str]
+) -> None:
+    """Raise the user's error if policy ``name`` cannot take these settings; where a
+    ``policy.<field>`` setting is the one it lacks, the sentence says how to set one policy."""
+    try:
+        registry.make(name, dict(every) | dict(own))
+    except ConfigError as e:
+        try:
+            registry.make(name, dict(own))
+        except ConfigError:
+            raise e from None
+        field_, value = next((kv for kv in every if not _takes(name, dict([kv]))), every[0])
+        takers = [h for h in heuristics if _takes(h, {field_: value})]
+        example = f"--set {takers[0]}.{field_}={value}" if takers else f"--set <policy>.{field_}={value}"
+        raise ConfigError(
+            f"policy '{name}' does not take --set policy.{field_} ({str(e).rstrip('.')}), which sets every "
+            f"policy of the sweep; set one policy's with {example}."
+        ) from None
+
+
+def _takes(name: str, overrides: Mapping[str, str]) -> bool:
+    try:
+        registry.make(name, overrides)
+    except ConfigError:
+        return False
+    return True
 
 
 def _check_runnable(scenario: scenarios.Scenario, seed: int, non_lenders: Sequence[str]) -> None:
@@ -295,7 +382,7 @@ def run_task(task: Task, models: Models | None = None) -> TaskResult:
     notes: list[str] = []
     if task.agent is None:
         scenario = scenarios.get(task.scenario, dict(task.scenario_sets))
-        policy = registry.make(task.policy, dict(task.policy_sets))
+        policy = registry.make(task.policy, task.policy_overrides)
         result = scenarios.simulate(scenario, policy, task.seed, borrowing=task.borrowing)
     else:
         result, notes = episode(task.agent, task.scenario, task.scenario_sets, task.seed, models, task.borrowing)
@@ -626,6 +713,15 @@ class Aggregate:
     seeds: tuple[int, ...]
     metrics: dict[str, Stat]
 
+    @property
+    def scenario_settings(self) -> tuple[tuple[str, str], ...]:
+        """The settings of the scenario (the rest are the policy's: :func:`is_policy_key`)."""
+        return tuple(kv for kv in self.settings if not is_policy_key(kv[0], self.policy))
+
+    @property
+    def policy_settings(self) -> tuple[tuple[str, str], ...]:
+        return tuple(kv for kv in self.settings if is_policy_key(kv[0], self.policy))
+
 
 def stat(values: Sequence[float | None]) -> Stat:
     v = np.array([x for x in values if x is not None], dtype=float)
@@ -651,14 +747,22 @@ def aggregate(results: Sequence[TaskResult]) -> list[Aggregate]:
 
 
 def reference_of(agg: Aggregate, aggregates: Sequence[Aggregate], reference: str) -> Aggregate | None:
-    """The reference policy's aggregate to compare ``agg`` with: same scenario and settings, or
-    (for an agent, which takes no ``policy.*`` settings) the only one with the same scenario settings."""
-    same = [a for a in aggregates if a.policy == reference and a.scenario == agg.scenario]
+    """The reference policy's aggregate to compare ``agg`` with, on the same scenario and scenario
+    settings: the one with the same settings; else the only one whose ``policy.*`` settings agree
+    with ``agg``'s where both have them (a policy swept alone with ``<policy>.<field>``, or an
+    agent, which takes no policy settings, against a reference without that sweep). None where
+    several would do (the reference is swept over a setting ``agg`` lacks)."""
+    same = [
+        a
+        for a in aggregates
+        if a.policy == reference and a.scenario == agg.scenario and a.scenario_settings == agg.scenario_settings
+    ]
     exact = [a for a in same if a.settings == agg.settings]
     if exact:
         return exact[0]
-    scen = [a for a in same if [kv for kv in a.settings if not kv[0].startswith("policy.")] == list(agg.settings)]
-    return scen[0] if len(scen) == 1 else None
+    mine = {k: v for k, v in agg.policy_settings if k.startswith("policy.")}
+    fit = [a for a in same if all(mine.get(k, v) == v for k, v in a.policy_settings if k.startswith("policy."))]
+    return fit[0] if len(fit) == 1 else None
 
 
 def incomplete(agg: Aggregate) -> bool:
@@ -672,8 +776,9 @@ def ratios(aggregates: Sequence[Aggregate], reference: str) -> list[dict[str, An
     is null or the reference's is 0). Above 1: the policy's figure is larger (for times,
     slowdowns and preemptions: worse; for utilisation and deadline hits: better). Ratios are
     computed only between aggregates whose runs all finished every job; otherwise every ratio of
-    the row is null and ``why`` says which side left jobs unfinished."""
-    out = []
+    the row is null and ``why`` says which side left jobs unfinished. ``reference_settings``: the
+    settings of the reference's aggregate compared with (:func:`reference_of`)."""
+    out: list[dict[str, Any]] = []
     for a in aggregates:
         ref = reference_of(a, aggregates, reference)
         if ref is None:
@@ -686,7 +791,7 @@ def ratios(aggregates: Sequence[Aggregate], reference: str) -> list[dict[str, An
         why = f"{' and '.join(short)} left jobs unfinished" if short else None
         out.append(
             {"policy": a.policy, "scenario": a.scenario, "settings": dict(a.settings), "reference": reference}
-            | {"metrics": row, "why": why}
+            | {"reference_settings": dict(ref.settings), "metrics": row, "why": why}
         )
     return out
 

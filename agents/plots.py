@@ -12,19 +12,23 @@ The tasks are grouped by scenario and scenario settings; each group gets a folde
 * ``fairness.png``: finish-time fairness rho of every finished job (all seeds), sorted, per policy,
   on a log scale, with the unfair threshold rho = 1.05; the legend gives the unfair share.
 
-:func:`write_tensorboard` writes ``eval/<metric>/<policy>`` scalars (mean over seeds, step 0) and
-the PNGs as images (``plots/<name>``), one TensorBoard run per group under ``OUT/tb/``.
+:func:`write_tensorboard` writes ``eval/<metric>/<policy>`` scalars (mean over seeds) and the
+PNGs as images (``plots/<name>``), one TensorBoard run per scenario under ``OUT/tb/``, each
+setting of a sweep on its own step (:func:`sweep_runs`), so that a sweep reads as a curve.
 """
 
 from __future__ import annotations
 
 import io
+import itertools
 import re
 import shutil
 import struct
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import matplotlib
 
@@ -48,9 +52,11 @@ PLOTS = ("jct_cdf", "timeline", "class_slowdown", "fairness")
 
 
 def label(result: TaskResult) -> str:
-    """The policy's name in plots and TensorBoard: its name, then its ``policy.*`` settings."""
+    """The policy's name in plots and TensorBoard: its name, then its settings (``policy.*`` and
+    its own)."""
     t = result.task
-    return t.policy + (" [" + ",".join(f"{k}={v}" for k, v in t.policy_sets) + "]" if t.policy_sets else "")
+    sets = (*t.policy_sets, *t.own_sets)
+    return t.policy + (" [" + ",".join(f"{k}={v}" for k, v in sets) + "]" if sets else "")
 
 
 def groups(results: Sequence[TaskResult]) -> dict[str, list[TaskResult]]:
@@ -223,36 +229,115 @@ def write_plots(results: Sequence[TaskResult], out: Path) -> dict[str, list[Path
     return written
 
 
+@dataclass(frozen=True)
+class SweepRun:
+    """One TensorBoard run of a sweep: a scenario with the settings every task of it shares.
+
+    :param name: the run's folder under ``tb/`` (the scenario and those shared scenario settings).
+    :param axes: the settings that vary over the sweep (scenario and policy ones).
+    :param points: each point of the sweep (the axes' values, their Cartesian product) and its
+        step: the axis' value where one axis sweeps whole numbers, else the point's index.
+    :param at: step -> (policy label, aggregate) of every aggregate at that point: a policy
+        lacking an axis (a baseline beside ``tiresias.round_s``) is at every point of it, so it
+        draws a flat line beside the swept one.
+    :param images: plots group -> the step of its images (its first point)."""
+
+    name: str
+    axes: tuple[str, ...]
+    points: tuple[tuple[int, tuple[str, ...]], ...]
+    at: dict[int, list[tuple[str, Aggregate]]]
+    images: dict[str, int]
+
+
+def sweep_runs(aggregates: Sequence[Aggregate]) -> list[SweepRun]:
+    """The TensorBoard layout of a sweep: one :class:`SweepRun` per scenario, each setting of
+    the sweep on its own step, so that a sweep reads as a curve."""
+    by_scenario: dict[str, list[Aggregate]] = {}
+    for a in aggregates:
+        by_scenario.setdefault(a.scenario, []).append(a)
+    runs = []
+    for scenario, aggs in by_scenario.items():
+        values: dict[str, list[str]] = {}
+        for a in aggs:
+            for k, v in a.settings:
+                if v not in values.setdefault(k, []):
+                    values[k].append(v)
+        axes = tuple(k for k, vs in values.items() if len(vs) > 1)
+        grid = list(itertools.product(*(values[k] for k in axes)))
+        whole = [_whole(v) for v in values[axes[0]]] if len(axes) == 1 else []
+        numbered = bool(whole) and None not in whole and len(set(whole)) == len(whole)
+        steps = [cast(int, _whole(p[0])) if numbered else i for i, p in enumerate(grid)]
+        at: dict[int, list[tuple[str, Aggregate]]] = {}
+        images: dict[str, int] = {}
+        for step, point in zip(steps, grid, strict=True):
+            here = dict(zip(axes, point, strict=True))
+            for a in aggs:
+                mine = dict(a.settings)
+                if all(mine[k] == v for k, v in here.items() if k in mine):
+                    pol = [f"{k.split('.', 1)[1]}={v}" for k, v in a.policy_settings if k not in axes]
+                    at.setdefault(step, []).append((a.policy + (" [" + ",".join(pol) + "]" if pol else ""), a))
+                    images.setdefault(group_name(a.scenario, a.scenario_settings), step)
+        shared = [(k, vs[0]) for k, vs in values.items() if len(vs) == 1]
+        name = group_name(scenario, [kv for kv in shared if kv in aggs[0].scenario_settings])
+        runs.append(SweepRun(name, axes, tuple(zip(steps, grid, strict=True)), at, images))
+    return runs
+
+
+def _whole(value: str) -> int | None:
+    try:
+        x = float(value)
+    except ValueError:
+        return None
+    return int(x) if x.is_integer() else None
+
+
 def write_tensorboard(aggregates: Sequence[Aggregate], pngs: Mapping[str, Sequence[Path]], tb: Path) -> None:
-    """``eval/<metric>/<policy>`` scalars (mean over seeds, step 0) and the plots as images
-    (``plots/<name>``), one run per group under ``tb``, written with TensorBoard's own event
-    writer (no torch import); ``tb`` is replaced as a whole, so a rerun leaves no stale events."""
+    """One run per scenario under ``tb`` (:func:`sweep_runs`): ``eval/<metric>/<policy>`` scalars
+    (mean over seeds), each setting of a sweep on its own step, a ``sweep`` text table saying
+    which settings each step holds, and the plots as images (``plots/<name>``, at their
+    setting's step). Written with TensorBoard's own event writer (no torch import); ``tb`` is
+    replaced as a whole, so a rerun leaves no stale events."""
     from tensorboard.compat.proto.event_pb2 import Event
     from tensorboard.compat.proto.summary_pb2 import Summary
+    from tensorboard.compat.proto.tensor_pb2 import TensorProto
+    from tensorboard.compat.proto.tensor_shape_pb2 import TensorShapeProto
+    from tensorboard.compat.proto.types_pb2 import DT_STRING
+    from tensorboard.plugins.text.metadata import create_summary_metadata
     from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
     tmp = tb.with_name(f".{tb.name}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    by_group: dict[str, list[Aggregate]] = {}
-    for a in aggregates:
-        by_group.setdefault(group_name(a.scenario, a.settings), []).append(a)
-    for group in dict.fromkeys([*by_group, *pngs]):
-        values = []
-        for a in by_group.get(group, []):
-            pol = [f"{k.removeprefix('policy.')}={v}" for k, v in a.settings if k.startswith("policy.")]
-            name = a.policy + (" [" + ",".join(pol) + "]" if pol else "")
-            values += [
-                Summary.Value(tag=f"eval/{k}/{name}", simple_value=a.metrics[k].mean)
+    runs = sweep_runs(aggregates)
+    placed = {g: (run, step) for run in runs for g, step in run.images.items()}
+    events: dict[str, dict[int, list[Summary.Value]]] = {run.name: {} for run in runs}
+    for run in runs:
+        for step, rows in run.at.items():
+            events[run.name].setdefault(step, []).extend(
+                Summary.Value(tag=f"eval/{k}/{label}", simple_value=a.metrics[k].mean)
+                for label, a in rows
                 for k in METRICS
                 if a.metrics[k].mean is not None
-            ]
-        for png in pngs.get(group, []):
+            )
+        if run.axes:
+            table = "| step | " + " | ".join(run.axes) + " |\n|" + "---|" * (len(run.axes) + 1) + "\n"
+            table += "".join(f"| {step} | " + " | ".join(point) + " |\n" for step, point in run.points)
+            shape = TensorShapeProto(dim=[TensorShapeProto.Dim(size=1)])
+            text = TensorProto(dtype=DT_STRING, string_val=[table.encode()], tensor_shape=shape)
+            meta = create_summary_metadata(display_name="sweep", description="the settings of each step")
+            events[run.name].setdefault(0, []).append(Summary.Value(tag="sweep", metadata=meta, tensor=text))
+    for group, files in pngs.items():
+        run_name, step = (placed[group][0].name, placed[group][1]) if group in placed else (group, 0)
+        for png in files:
             data = png.read_bytes()
             width, height = struct.unpack(">II", data[16:24])  # the PNG's IHDR chunk
             image = Summary.Image(height=height, width=width, colorspace=4, encoded_image_string=data)
-            values.append(Summary.Value(tag=f"plots/{png.stem}", image=image))
-        writer = EventFileWriter(str(tmp / group))
-        writer.add_event(Event(wall_time=time.time(), step=0, summary=Summary(value=values)))
+            events.setdefault(run_name, {}).setdefault(step, []).append(
+                Summary.Value(tag=f"plots/{png.stem}", image=image)
+            )
+    for run_name, by_step in events.items():
+        writer = EventFileWriter(str(tmp / run_name))
+        for step in sorted(by_step):
+            writer.add_event(Event(wall_time=time.time(), step=step, summary=Summary(value=by_step[step])))
         writer.close()
     tmp.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(tb, ignore_errors=True)

@@ -1,8 +1,10 @@
-"""What the two single-agent envs share: episode seeding, the step's checks and its 5-tuple, and
-copies (pickle, deepcopy) that continue exactly where the original is."""
+"""What the two single-agent envs share: episode seeding, the step's checks and its 5-tuple, the
+text rendering (``render_mode="ansi"``), what an action outside the mask does (``invalid_action``),
+and copies (pickle, deepcopy) that continue exactly where the original is."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -11,6 +13,14 @@ import numpy as np
 
 from envs.core import Core, CoreConfig
 from envs.obs import OBS_VERSION, Encoder
+from envs.sim.model import Pool
+from envs.sim.policy import ServerStatus
+
+RENDER_MODES = ("ansi",)
+"""What ``render_mode`` may be besides None: ``"ansi"``, a text picture (:meth:`CoreEnv.render`)."""
+INVALID_ACTIONS = ("raise", "advance")
+"""What an action outside the mask does: ``raise`` :class:`InvalidAction` (the default), or
+``advance``: the env's fallback action is taken instead (:meth:`CoreEnv._fallback`)."""
 
 
 class InvalidAction(ValueError):
@@ -50,6 +60,62 @@ class _Walk(Iterator[int]):
         return _Walk, (None,)
 
 
+def check_render_mode(render_mode: str | None) -> None:
+    """Refuse a render mode other than None and ``"ansi"`` with a TypeError naming them (the
+    error ``gymnasium.make`` and SB3's ``make_vec_env`` expect from an env lacking a mode)."""
+    if render_mode is not None and render_mode not in RENDER_MODES:
+        raise TypeError(
+            f"render_mode {render_mode!r} is not supported: loangym's envs render None or 'ansi' "
+            "(a text picture of the queue, the servers and the loans: print(env.render()))."
+        )
+
+
+def ansi_picture(core: Core, shown: int = 8) -> str:
+    """A text picture of ``core`` now: the clock and the first ``shown`` waiting jobs, every
+    server (its pool, GPU type, GPUs in use as ``#`` and free as ``.``, the jobs on it, its loan
+    and reclaim deadline), and the loans (what ``render()`` returns with ``render_mode="ansi"``)."""
+    if core.engine is None:
+        return "not started: call reset()\n"
+    view = core.view
+    now = view.now
+    pending = list(view.pending)
+    lines = [
+        f"t = {now / 3600:,.2f} h, scenario seed {core.seed}: {len(pending)} waiting, "
+        f"{len(view.running)} running, {core.num_jobs} jobs in the episode" + (" (episode over)" if core.done else "")
+    ]
+    queue = []
+    for j in pending[:shown]:
+        spec = view.job(j)
+        gpus = f"{spec.min_gpus}-{spec.max_gpus}" if spec.max_gpus > spec.min_gpus else f"{spec.num_gpus}"
+        queue.append(f"job {j} ({gpus} GPU, waited {(now - spec.submit_time) / 3600:.1f} h)")
+    more = f" ... and {len(pending) - shown} more" if len(pending) > shown else ""
+    lines.append("queue: " + (", ".join(queue) + more if queue else "empty"))
+    for s in view.servers:
+        status = view.server_status(s.server_id)
+        used = view.used(s.server_id)
+        bar = "#" * used + "." * (s.num_gpus - used)
+        pool = "training " if s.pool == Pool.TRAINING else "inference"
+        state = {
+            ServerStatus.AVAILABLE: "",
+            ServerStatus.INFERENCE: "serving inference",
+            ServerStatus.LOANED: "on loan",
+            ServerStatus.RECLAIMING: "on loan, reclaimed",
+            ServerStatus.FAILED: "down",
+        }[status]
+        deadline = view.reclaim_deadline(s.server_id)
+        if deadline is not None:
+            state += f" by t = {deadline / 3600:,.2f} h"
+        jobs = ", ".join(f"job {j} x{n}" for j, n in view.jobs_on(s.server_id))
+        lines.append(f"{pool} {s.server_id:>3} {s.gpu_type.name:<10} [{bar}] {state:<28} {jobs}".rstrip())
+    inference = sum(1 for s in view.servers if s.pool == Pool.INFERENCE)
+    reclaiming = len(view.reclaiming_servers())
+    lines.append(
+        f"loans: {len(view.loaned_servers()) + reclaiming} of {inference} inference servers on loan, "
+        f"{reclaiming} of them being reclaimed"
+    )
+    return "\n".join(lines) + "\n"
+
+
 class CoreEnv(gym.Env[np.ndarray, np.int64]):
     """A Gymnasium env over one :class:`~envs.core.Core`. Subclasses set ``action_space``,
     ``observation_space`` and ``_mask`` and implement :meth:`_begin`, :meth:`_act` and
@@ -63,9 +129,32 @@ class CoreEnv(gym.Env[np.ndarray, np.int64]):
     plain one. An ``Ordering`` object given to the env must then rank from what the view shows
     (and its own per-episode state), as the heuristics and agents here do."""
 
-    metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012
+    @property
+    def metadata(self) -> dict[str, Any]:  # type: ignore[override]
+        """``render_modes``: ``"ansi"`` (and None, the default). An instance property, as
+        Gymnasium's wrappers expose theirs, so that ``gymnasium.make`` leaves a mode the env
+        lacks to the constructor, which refuses it with a TypeError naming the modes; SB3's
+        ``make_vec_env``, which asks for ``"rgb_array"`` and retries without it on a TypeError,
+        then builds these envs without a warning."""
+        return {"render_modes": list(RENDER_MODES), "render_fps": 4}
 
-    def __init__(self, slots: int, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        slots: int,
+        render_mode: str | None = None,
+        invalid_action: str = "raise",
+        invalid_penalty: float = 0.0,
+        **kwargs: Any,
+    ) -> None:
+        check_render_mode(render_mode)
+        if invalid_action not in INVALID_ACTIONS:
+            raise ValueError(f"invalid_action must be one of {', '.join(INVALID_ACTIONS)}, got {invalid_action!r}.")
+        penalty = float(invalid_penalty)
+        if not math.isfinite(penalty) or penalty < 0:
+            raise ValueError(f"invalid_penalty must be a finite number >= 0, got {invalid_penalty!r}.")
+        self.render_mode = render_mode
+        self.invalid_action = invalid_action
+        self.invalid_penalty = penalty
         self.config = CoreConfig.from_kwargs(**kwargs)
         self.core = Core(self.config)
         self.encoder = Encoder(self.core, slots)
@@ -91,15 +180,32 @@ class CoreEnv(gym.Env[np.ndarray, np.int64]):
         a = action_index(action)
         if self.core.done:
             raise RuntimeError("the episode has ended: call reset()")
-        if not 0 <= a < len(self._mask) or not self._mask[a]:
-            raise InvalidAction(f"action {a} is not allowed now: {self._valid_text()}")
+        invalid = not 0 <= a < len(self._mask) or not self._mask[a]
+        if invalid:
+            if self.invalid_action == "raise":
+                raise InvalidAction(f"action {a} is not allowed now: {self._valid_text()}")
+            a = self._fallback()
         obs, reward = self._transition(a)
+        if invalid:
+            reward -= self.invalid_penalty
         terminated = self.core.done and not self.core.truncated
         truncated = self.core.done and self.core.truncated
-        return obs, reward, terminated, truncated, self._get_info()
+        info = self._get_info()
+        if self.invalid_action != "raise":
+            info["invalid_action"] = invalid
+        return obs, reward, terminated, truncated, info
 
     def action_masks(self) -> np.ndarray:
         return self._mask.copy()
+
+    def render(self) -> str | None:  # type: ignore[override]
+        """With ``render_mode="ansi"``: a text picture of now: the clock and the queue (the first
+        waiting jobs, whether each fits now), every server (its pool, GPU type, GPUs in use as
+        ``#`` and free as ``.``, the jobs on it, its loan and reclaim deadline), and the loans.
+        None without a render mode."""
+        if self.render_mode is None:
+            return None
+        return ansi_picture(self.core)
 
     def _get_obs(self) -> np.ndarray:
         if self.core.done:
@@ -159,3 +265,9 @@ class CoreEnv(gym.Env[np.ndarray, np.int64]):
 
     def _valid_text(self) -> str:
         return f"valid actions are {np.flatnonzero(self._mask).tolist()}"
+
+    def _fallback(self) -> int:
+        """The action taken instead of one outside the mask (``invalid_action="advance"``): here
+        the first valid one (the mask is never all zero while the episode runs); the ordering
+        env takes "advance" where the mask allows it."""
+        return int(np.flatnonzero(self._mask)[0])

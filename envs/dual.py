@@ -9,7 +9,7 @@ import numpy as np
 from pettingzoo import AECEnv
 from pettingzoo.utils import AgentSelector
 
-from envs.base import InvalidAction, action_index
+from envs.base import RENDER_MODES, InvalidAction, action_index, ansi_picture, check_render_mode
 from envs.core import Core, CoreConfig
 from envs.obs import CLUSTER, JOB, SERVER, Encoder
 from envs.sim.scenarios.base import servers_of
@@ -37,8 +37,9 @@ class DualEnv(AECEnv):
     ``infos[agent]["metrics"]`` then holds the episode's summary.
 
     ## Arguments
-    ``envs.dual.env(scenario="default", max_jobs=32, seeds=(0, 10000), ...)`` with the ordering
-    env's keyword arguments (``seeds`` is the range of scenario seeds).
+    ``envs.dual.env(scenario="default", max_jobs=32, seeds=(0, 10000), render_mode=None, ...)`` with
+    the ordering env's keyword arguments (``seeds`` is the range of scenario seeds).
+    ``render_mode="ansi"``: ``render()`` returns the ordering env's text picture.
 
     ## Version History
     * v1 (``loangym_dual_v1``): observation layout 4, as ``loangym/Ordering-v1`` and
@@ -46,10 +47,16 @@ class DualEnv(AECEnv):
     * v0: layouts 1 to 3.
     """
 
-    metadata: dict[str, Any] = {"render_modes": [], "name": "loangym_dual_v1", "is_parallelizable": False}  # noqa: RUF012
+    metadata: dict[str, Any] = {  # noqa: RUF012
+        "render_modes": list(RENDER_MODES),
+        "name": "loangym_dual_v1",
+        "is_parallelizable": False,
+    }
 
-    def __init__(self, max_jobs: int = 32, **kwargs: Any) -> None:
+    def __init__(self, max_jobs: int = 32, render_mode: str | None = None, **kwargs: Any) -> None:
         super().__init__()
+        check_render_mode(render_mode)
+        self.render_mode = render_mode
         self.config = CoreConfig.from_kwargs(**kwargs)
         self.core = Core(self.config)
         self.slots = max_jobs
@@ -160,8 +167,9 @@ class DualEnv(AECEnv):
     def _placement_mask(self) -> np.ndarray:
         return self.core.placement_mask()
 
-    def render(self) -> None:
-        return None
+    def render(self) -> str | None:
+        """With ``render_mode="ansi"``: the single-agent envs' text picture (:func:`envs.base.ansi_picture`)."""
+        return None if self.render_mode is None else ansi_picture(self.core)
 
     def close(self) -> None:
         return None

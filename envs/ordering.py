@@ -76,8 +76,30 @@ class OrderingEnv(CoreEnv):
     valid unless the cluster is idle (no job holds GPUs) while a visible job can start: waiting
     there changes nothing until the next arrival, and a deterministic agent that prefers it
     idles until the simulator's stall guard ends the episode with jobs unfinished. An action
-    outside the mask, or one that is not an integer (``step(0.5)``, ``step(True)``), raises
-    ``InvalidAction``.
+    that is not an integer (``step(0.5)``, ``step(True)``) raises ``InvalidAction``; so does one
+    outside the mask, unless ``invalid_action="advance"`` (below).
+
+    ## Algorithms without masks
+    ``gymnasium.make(ID, invalid_action="advance", invalid_penalty=0.0)``, for DQN, A2C or plain
+    PPO: an action outside the mask is carried out as "advance" (as the first valid slot where
+    "advance" is masked: the cluster idles while a visible job can start), its reward lowered
+    by ``invalid_penalty`` (>= 0), and ``info["invalid_action"]`` says whether it happened. The
+    default, ``invalid_action="raise"``, raises ``InvalidAction``.
+
+    ## Deterministic evaluation (the idling trap)
+    "Advance" is one fixed action that every state offers, so a policy trained briefly often
+    ranks it first everywhere: evaluated with ``deterministic=True`` it then starts a job only
+    when the mask leaves no other choice, idling GPUs while jobs wait (sampling hides this). The
+    mask's rule above bounds the damage (an idle cluster always starts a job), and evaluate.py
+    and train.py evaluate agents deterministic with the mask, so they get that rule; a policy
+    evaluated without the mask gets it only through ``invalid_action="advance"``. Compare a
+    deterministic evaluation with a sampled one before trusting either.
+
+    ## Rendering
+    ``render_mode=None`` (default) or ``"ansi"``: ``env.render()`` returns a text picture of
+    now: the clock, the first waiting jobs, every server (pool, GPU type, GPUs in use ``#`` and
+    free ``.``, the jobs on it, its loan and reclaim deadline) and the loans. Another mode
+    (``"rgb_array"``, ``"human"``) is refused with a TypeError.
 
     ## Rewards
     By name (``reward=``): ``jct`` (default) is -(jobs in the system x elapsed hours) / jobs
@@ -93,7 +115,8 @@ class OrderingEnv(CoreEnv):
     ## Arguments
     ``gymnasium.make("loangym/Ordering-v1", scenario="default", overrides=None, trace=None,
     seeds=(0, 10000), max_jobs=32, placement="aryl", scaling="aryl", reclaim="aryl",
-    preemption="aryl", reward="jct", placer=None)``. ``placement`` names the heuristic that
+    preemption="aryl", reward="jct", placer=None, render_mode=None, invalid_action="raise",
+    invalid_penalty=0.0)``. ``placement`` names the heuristic that
     decides whether a job fits, its gang size and (unless ``placer`` is given) its servers;
     ``placer`` is a callable ``placer(core)`` that places the job ``core.placing`` worker by
     worker (a frozen placement agent, see ``agents.partners``). Each ``reset`` draws the episode's scenario seed from
@@ -140,6 +163,9 @@ class OrderingEnv(CoreEnv):
 
     def _observe(self) -> np.ndarray:
         return self.encoder.ordering(self._visible, self._fits)
+
+    def _fallback(self) -> int:
+        return self.slots if self._mask[self.slots] else super()._fallback()
 
     def _valid_text(self) -> str:
         return (

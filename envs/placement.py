@@ -86,8 +86,18 @@ class PlacementEnv(CoreEnv):
     ``action_masks()`` and ``info["action_mask"]``: placeable servers with free GPUs of a type
     the job allows; after the first choice, only servers of the same type (one type per job);
     the first choice only among types whose free GPUs hold the whole gang. Never all zero while
-    the episode runs. An action outside the mask, or one that is not an integer (``step(0.5)``,
-    ``step(True)``), raises ``InvalidAction``.
+    the episode runs. An action that is not an integer (``step(0.5)``, ``step(True)``) raises
+    ``InvalidAction``; so does one outside the mask, unless ``invalid_action="advance"`` (below).
+
+    ## Algorithms without masks
+    ``gymnasium.make(ID, invalid_action="advance", invalid_penalty=0.0)``: an action outside
+    the mask is carried out on the first valid server (the lowest id the mask allows: training
+    servers come first), its reward lowered by ``invalid_penalty`` (>= 0), and
+    ``info["invalid_action"]`` says whether it happened. The default, ``"raise"``, raises.
+
+    ## Rendering
+    ``render_mode=None`` (default) or ``"ansi"``: ``env.render()`` returns the ordering env's
+    text picture (clock, queue, servers, loans). Other modes are refused with a TypeError.
 
     ## Rewards
     As in the ordering env (shared objective; ``reward=`` by name).
@@ -98,7 +108,8 @@ class PlacementEnv(CoreEnv):
     ## Arguments
     ``gymnasium.make("loangym/Placement-v1", ordering="aryl", scenario="default", ...)``: the
     ordering env's arguments (scenario, overrides, trace, seeds, placement, scaling, reclaim,
-    preemption, reward, max_jobs) plus ``ordering`` (heuristic name or Ordering object).
+    preemption, reward, max_jobs, render_mode, invalid_action, invalid_penalty) plus
+    ``ordering`` (heuristic name or Ordering object).
     ``placement`` names the heuristic whose gang sizes and expert choices the env uses.
 
     ## Version History

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import math
 import types
 import typing
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from envs.sim.settings import SettingError
+from envs.sim.settings import SettingError, rules_of
 
 T = TypeVar("T")
 
@@ -31,14 +33,70 @@ def parse_sets(items: Iterable[str]) -> dict[str, str]:
 
 def field_names(obj: Any, prefix: str = "") -> list[str]:
     """Every settable dotted key of a (nested) dataclass instance."""
-    names: list[str] = []
+    return [key for key, _, _ in _leaves(obj, prefix)]
+
+
+def _leaves(obj: Any, prefix: str) -> Iterator[tuple[str, Any, str]]:
+    """(dotted key, the dataclass holding it, its field name) for every leaf field of ``obj``."""
     for f in dataclasses.fields(obj):
         value = getattr(obj, f.name)
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            names.extend(field_names(value, f"{prefix}{f.name}."))
+            yield from _leaves(value, f"{prefix}{f.name}.")
         else:
-            names.append(prefix + f.name)
-    return names
+            yield prefix + f.name, obj, f.name
+
+
+@dataclass(frozen=True)
+class SettingInfo:
+    """One ``--set`` key: its type, its value in ``obj`` as ``--set`` writes it, and its rule
+    (what it may hold, from :mod:`envs.sim.settings`; empty where the field has none)."""
+
+    key: str
+    type: str
+    default: str
+    rule: str
+
+
+def describe(obj: Any, prefix: str = "") -> list[SettingInfo]:
+    """Every settable dotted key of a (nested) dataclass instance, with type, value and rule."""
+    out = []
+    for key, owner, name in _leaves(obj, prefix):
+        tp = typing.get_type_hints(type(owner))[name]
+        rule = dict(rules_of(type(owner))).get(name)
+        out.append(SettingInfo(key, type_name(tp), format_value(getattr(owner, name)), rule.text if rule else ""))
+    return out
+
+
+def type_name(tp: Any) -> str:
+    """``int``, ``float | None``, ``tuple[tuple[int, float], ...]``: a field's type as written."""
+    return tp.__name__ if isinstance(tp, type) and not typing.get_args(tp) else str(tp).replace("typing.", "")
+
+
+def format_value(value: Any) -> str:
+    """``value`` as ``--set`` takes it back (:func:`parse_value`): ``none``, ``true``, items of a
+    tuple or set separated by ``;``, the fields of a fixed-length tuple by ``:``."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, frozenset):
+        return ";".join(format_value(v) for v in sorted(value))
+    if isinstance(value, tuple):
+        return ";".join(":".join(map(format_value, v)) if isinstance(v, tuple) else format_value(v) for v in value)
+    return str(value)
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """The CLIs' ``--help``: the description's layout kept, and each option's default appended to
+    its help, where it has one that says something (not None, an empty list or a flag's False)
+    and the help does not give it already."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        d = action.default
+        if not action.option_strings or "default" in text or d in (None, [], argparse.SUPPRESS) or isinstance(d, bool):
+            return action.help
+        return f"{text} (default: %(default)s)"
 
 
 def apply_overrides(obj: T, overrides: Mapping[str, str], what: str = "scenario") -> T:
