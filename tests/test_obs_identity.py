@@ -42,6 +42,15 @@ CASES: dict[str, tuple[str, dict[str, Any], int]] = {
         },
         300,
     ),
+    "ordering-mlfs-deadline": (
+        "ordering",
+        {
+            "scenario": "deadline",
+            "overrides": SMALL,
+            **dict.fromkeys(("placement", "scaling", "reclaim", "preemption"), "mlfs"),
+        },
+        300,
+    ),
     "placement-aryl": ("placement", {"overrides": SMALL}, 400),
     "placement-cloud": ("placement", {"scenario": "cloud", "overrides": SMALL}, 300),
     "dual-aryl": ("dual", {"overrides": SMALL}, 400),
@@ -51,6 +60,7 @@ DIGESTS = {
     "ordering-aryl": "468ffa4e025cb5367f9d4a58c975af4ee4d29a365d11b5eab901131935568cd2",
     "ordering-estimate": "e50c8604673311bfd8c55d9dd420da8092ce5b2197d43ba3ca86113c3147bd04",
     "ordering-none-fifo": "a259925a321a47352a689ea85fba2aa02598385ac1226f06b6df43aee035bd84",
+    "ordering-mlfs-deadline": "45d4a5a0f7d8c79447ef5dd0c2430b900d79dcf2c36a79819180a670d49cbd3f",
     "placement-aryl": "e4174b7788a0325a0cabc34a1c6a3d33591724dd9523bd3a4b06320d9857ee80",
     "placement-cloud": "af4bc017eff1f629887d9ddcc7c7de0a3b4b5a970057b7c448749d5eed4c7ffb",
     "dual-aryl": "c3fe188d0d94ed0c474e4aa4ff6a4433bf62db4e5475f531ddd2231de5f5a70c",
