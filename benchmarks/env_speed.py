@@ -8,8 +8,9 @@ the same observation and action sizes (the reference: what Gymnasium + numpy cos
 Every row prints its ratio to the toy env measured in the same run (absolute speeds swing 2.5-3x
 from day to day on a shared machine; the ratio holds), and its target ratio (issue 21): ordering
 0.05, ordering with FIFO's components 0.10, placement 0.02, dual 0.05. ``--check`` exits with
-status 1 when a ratio is below its target. Steps/s count env.step calls (episode resets are
-included in the time: they are part of a training run's cost). ``--profile ENV`` prints the top
+status 1 when a ratio is below its target. Steps/s count env.step calls per CPU second of this
+process (steadier than wall time on a shared machine, the same on an idle one; episode resets are
+included: they are part of a training run's cost). ``--profile ENV`` prints the top
 functions by own time, in microseconds per env step (cProfile; its overhead included).
 
 The row "ordering, plain" is the ordering env with FIFO's components in the seats no agent
@@ -123,20 +124,20 @@ def gym_rate(env: Any, steps: int) -> float:
     """Steps/s of ``env`` (a Gymnasium env with ``action_masks``) under random valid actions."""
     rng = np.random.default_rng(0)
     env.reset(seed=0)
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     for _ in range(steps):
         a = rng.choice(np.flatnonzero(env.action_masks()))
         _, _, te, tr, _ = env.step(a)
         if te or tr:
             env.reset()
-    return steps / (time.perf_counter() - t0)
+    return steps / (time.process_time() - t0)
 
 
 def dual_rate(steps: int) -> float:
     env = DualEnv()
     rng = np.random.default_rng(0)
     env.reset(seed=0)
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     for _ in range(steps):
         agent = env.agent_selection
         if env.terminations[agent] or env.truncations[agent]:
@@ -144,7 +145,7 @@ def dual_rate(steps: int) -> float:
             continue
         mask = env.observe(agent)["action_mask"]
         env.step(int(rng.choice(np.flatnonzero(mask))))
-    return steps / (time.perf_counter() - t0)
+    return steps / (time.process_time() - t0)
 
 
 def main() -> int:

@@ -9,7 +9,9 @@ reference: what SB3 costs alone; it calibrates this machine) and our slot networ
 
 Every row prints its ratio to SB3's ``MlpPolicy`` on the toy env, measured in the same run, and
 its target ratio (issue 21: the ordering agent on ``default`` at least 0.30). ``--check`` exits
-with status 1 when a ratio is below its target. torch runs on one thread, as train.py does.
+with status 1 when a ratio is below its target. torch runs on one thread, as train.py does;
+steps/s are per CPU second of this process (steadier than wall time on a shared machine, the
+same on an idle one).
 
 It also splits the ordering run's time between the env (``step``, ``reset`` and
 ``action_masks``) and the rest (the network, rollout buffer and updates), and prints two upper
@@ -50,9 +52,9 @@ class Timed(gym.Wrapper):
         self.clock = clock
 
     def _timed(self, fn, *args, **kwargs):  # type: ignore[no-untyped-def]
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         out = fn(*args, **kwargs)
-        self.clock[0] += time.perf_counter() - t0
+        self.clock[0] += time.process_time() - t0
         return out
 
     def step(self, action):  # type: ignore[no-untyped-def]
@@ -85,9 +87,9 @@ def rate(make_env, steps: int, n_envs: int, slots: bool = True, clock: list[floa
     )
     model.learn(c.n_steps * n_envs)  # warm-up: the first episodes and torch's first calls
     spent[0] = 0.0
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     model.learn(steps, reset_num_timesteps=False)
-    elapsed = time.perf_counter() - t0
+    elapsed = time.process_time() - t0
     if clock is not None:
         clock[0] = spent[0] / elapsed
     return steps / elapsed
