@@ -12,6 +12,7 @@ still runs), so every step the agent sees is a real choice.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -276,7 +277,7 @@ class Core:
 
     def choices(self, slots: int) -> tuple[list[int], list[bool]]:
         """The ``slots`` longest-waiting jobs (queue order) and whether each can start now."""
-        visible = self.pending()[:slots]
+        visible = list(itertools.islice(self.view.pending, slots))
         return visible, [self.can_start(j) is not None for j in visible]
 
     def next_choice(self, slots: int) -> tuple[list[int], list[bool]]:

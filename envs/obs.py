@@ -28,7 +28,7 @@ import numpy as np
 
 from envs.core import Core
 from envs.sim.model import JobClass, Pool
-from envs.sim.policy import PLACEABLE, ClusterView, ServerStatus
+from envs.sim.policy import ClusterView, PoolState, ServerLoads
 from envs.sim.throughput import packed_servers
 from heuristics.qssf import DurationHistory
 
@@ -142,32 +142,41 @@ class SpeedEstimator:
         self.sum = np.zeros(len(self.group))
         self.count = np.zeros(len(self.group))
         self._seen: set[tuple[int, int]] = set()  # (job, run) already counted
+        self._groups = [self.group == g for g in np.unique(self.group)]  # each group's machines
+        self._estimate: tuple[np.ndarray, np.ndarray] | None = None  # while nothing new is seen
 
-    def observe(self) -> None:
-        for s in self.view.speed_samples():
-            if (s.job, s.run) in self._seen:
-                continue
+    def observe(self) -> bool:
+        """Take in the runs not seen yet; whether there was any."""
+        new = self.view.speed_samples(self._seen)
+        for s in new:
             self._seen.add((s.job, s.run))
             y = math.log(s.observed / s.nominal)
             for sid in s.servers:
                 self.sum[sid] += y
                 self.count[sid] += 1
+        if new:
+            self._estimate = None
+        return bool(new)
 
     def estimate(self) -> tuple[np.ndarray, np.ndarray]:
-        """(posterior mean, posterior std) of every machine's log speed factor."""
+        """(posterior mean, posterior std) of every machine's log speed factor (read-only arrays,
+        recomputed only after a new observation)."""
         self.observe()
-        per_obs = self.MACHINE_VAR + self.NOISE_VAR  # an observation seen from the group's side
-        g_mean = np.zeros(len(self.group))
-        g_var = np.zeros(len(self.group))
-        for g in np.unique(self.group):
-            m = self.group == g
-            prec = 1.0 / self.GROUP_VAR + self.count[m].sum() / per_obs
-            g_mean[m] = self.sum[m].sum() / per_obs / prec
-            g_var[m] = 1.0 / prec
-        prior_var = g_var + self.MACHINE_VAR
-        prec = 1.0 / prior_var + self.count / self.NOISE_VAR
-        mean = (g_mean / prior_var + self.sum / self.NOISE_VAR) / prec
-        return mean, np.sqrt(1.0 / prec)
+        if self._estimate is None:
+            per_obs = self.MACHINE_VAR + self.NOISE_VAR  # an observation seen from the group's side
+            g_mean = np.zeros(len(self.group))
+            g_var = np.zeros(len(self.group))
+            for m in self._groups:
+                prec = 1.0 / self.GROUP_VAR + self.count[m].sum() / per_obs
+                g_mean[m] = self.sum[m].sum() / per_obs / prec
+                g_var[m] = 1.0 / prec
+            prior_var = g_var + self.MACHINE_VAR
+            prec = 1.0 / prior_var + self.count / self.NOISE_VAR
+            mean = (g_mean / prior_var + self.sum / self.NOISE_VAR) / prec
+            std = np.sqrt(1.0 / prec)
+            mean.flags.writeable = std.flags.writeable = False
+            self._estimate = (mean, std)
+        return self._estimate
 
 
 class Encoder:
@@ -187,28 +196,37 @@ class Encoder:
         training = next((s.gpu_type.name for s in servers if s.pool == Pool.TRAINING), None)
         inference = next((s.gpu_type.name for s in servers if s.pool == Pool.INFERENCE), None)
         n = view.num_jobs
+        specs = [view.job(j) for j in range(n)]
         static = np.zeros((n, len(JOB)), dtype=np.float32)
         base_slow = np.ones(n)
-        for j in range(n):
-            s = view.job(j)
-            row = static[j]
-            row[_J["present"]] = 1.0
-            row[_J["gpus"]] = math.log2(1 + s.num_gpus) / 6
-            row[_J["base_gpus"]] = math.log2(1 + s.min_gpus) / 6
-            row[_J["elastic_range"]] = math.log2(1 + s.max_gpus - s.min_gpus) / 6
-            row[_J["any_type"]] = 1.0 if s.gpu_types is None else 0.0
-            row[_J["te"]] = 1.0 if s.job_class == JobClass.TE else 0.0
-            row[_J["has_deadline"]] = 0.0 if s.deadline is None else 1.0
-            if training is not None:
+        static[:, _J["present"]] = 1.0
+        static[:, _J["gpus"]] = [math.log2(1 + s.num_gpus) / 6 for s in specs]
+        static[:, _J["base_gpus"]] = [math.log2(1 + s.min_gpus) / 6 for s in specs]
+        static[:, _J["elastic_range"]] = [math.log2(1 + s.max_gpus - s.min_gpus) / 6 for s in specs]
+        static[:, _J["any_type"]] = [1.0 if s.gpu_types is None else 0.0 for s in specs]
+        static[:, _J["te"]] = [1.0 if s.job_class == JobClass.TE else 0.0 for s in specs]
+        static[:, _J["has_deadline"]] = [0.0 if s.deadline is None else 1.0 for s in specs]
+        if training is not None:
+            col = _J["inference_speed"]
+            for j, s in enumerate(specs):
                 if s.gpu_types is None and inference is not None:
                     speed = view.rate(j, s.min_gpus, 1, inference) / view.rate(j, s.min_gpus, 1, training)
-                    row[_J["inference_speed"]] = min(1.0, speed)
+                    static[j, col] = min(1.0, speed)
                 # remaining time at the base demand = remaining work / rate(min GPUs, packed)
                 base_slow[j] = 1.0 / view.rate(j, s.min_gpus, packed_servers(s.min_gpus), training)
-        self._static = static
         self._base_slow = base_slow
-        self._deadline = np.array([np.nan if view.job(j).deadline is None else view.job(j).deadline for j in range(n)])
-        self._min_gpus = np.array([view.job(j).min_gpus for j in range(n)], dtype=np.float64)
+        self._deadline = np.array([np.nan if s.deadline is None else s.deadline for s in specs])
+        self._min_gpus = np.array([s.min_gpus for s in specs], dtype=np.float64)
+        # what stays fixed while a job waits (Waits), by job: filled in when it enters the queue
+        self._rows = static  # the static features, then the ones fixed during a wait
+        self._remaining = np.zeros(n)
+        self._left_base = np.zeros(n)
+        self._queued_time = np.zeros(n)
+        self._queued_since = np.zeros(n)
+        self._cursor = 0  # position in the view's queue log
+        self._predicted = np.zeros(n)  # the ``predicted`` feature, valid where _predicted_ok
+        self._predicted_ok = np.zeros(n, dtype=bool)
+        self._finished = 0  # the history's finishes taken in so far
         self._training_keys = sorted(k for k in types if k[1] == Pool.TRAINING)
         self._size = max(s.num_gpus for s in servers)
         self._server_gpus = np.array([s.num_gpus for s in servers], dtype=np.float32)
@@ -217,44 +235,100 @@ class Encoder:
             self._server_static[i, _S["inference"]] = 1.0 if server.pool == Pool.INFERENCE else 0.0
             self._server_static[i, _S["type_speed"]] = min(1.0, server.gpu_type.speed / 2.0)
         self._server_types = [s.gpu_type.name for s in servers]
+        self._deadlines = bool((~np.isnan(self._deadline)).any())  # any job of the episode has one
+        self._allowed: dict[frozenset[str] | None, np.ndarray] = {}  # the "allowed" column by GPU types
+        self._loads: ServerLoads | None = None  # the cluster state _server_now holds
+        self._server_now = self._server_static
         self.speeds = SpeedEstimator(view)
         self.history = DurationHistory()
 
+    def _sync_waits(self) -> None:
+        """Take in the jobs that entered the queue since the last call and wait still: their
+        features that stay fixed while they wait (:class:`~envs.sim.policy.Waits`)."""
+        view = self.view
+        new, self._cursor = view.entered_since(self._cursor)
+        if not new:
+            return
+        pending = view.pending
+        jobs = [j for j in dict.fromkeys(new) if j in pending]
+        if not jobs:
+            return
+        w = view.waits(jobs)
+        idx = np.array(jobs, dtype=np.intp)
+        remaining = w.remaining if view.information != "none" else np.zeros(len(jobs))
+        left_base = remaining * self._base_slow[idx]
+        hours = np.log1p(np.array((remaining, w.attained, left_base)) / 3600.0) / 5.0
+        np.minimum(hours, 1.0, out=hours)
+        rows = self._rows
+        rows[idx, _J["remaining"]], rows[idx, _J["attained"]], rows[idx, _J["remaining_base"]] = hours
+        rows[idx, _J["preemptions"]] = np.minimum(w.preemptions, 5.0) / 5.0
+        self._remaining[idx] = remaining
+        self._left_base[idx] = left_base
+        self._queued_time[idx] = w.queued_time
+        self._queued_since[idx] = w.queued_since
+
+    def _sync_predicted(self, idx: np.ndarray) -> np.ndarray:
+        """The ``predicted`` feature of the jobs ``idx``, recomputed for every job once a job has
+        finished since (the history changed)."""
+        history = self.history
+        history.sync(self.view)
+        done = self.view.finished_since(self._finished)[1]
+        if done != self._finished:
+            self._finished = done
+            self._predicted_ok[:] = False
+        ok = self._predicted_ok[idx]
+        if not ok.all():
+            miss = idx[~ok]
+            view = self.view
+            predicted = [history.predict(view.job(j)) or 0.0 for j in miss.tolist()]
+            self._predicted[miss] = _logs(np.array(predicted) / 3600.0, 5.0)
+            self._predicted_ok[miss] = True
+        return self._predicted[idx]
+
     # ------------------------------------------------------------------ job rows (both envs)
-    def job_rows(self, visible: Sequence[int], fits: Sequence[bool], extra: int | None = None) -> np.ndarray:
+    def job_rows(
+        self, visible: Sequence[int], fits: Sequence[bool], extra: int | None = None, pools: PoolState | None = None
+    ) -> np.ndarray:
         """The rows of the ``visible`` jobs (the ordering env's slots; each may start now where
         ``fits``), and of ``extra`` after them if given and not among them (the placement env's
-        job, which fits). ``ahead_gpus`` counts the jobs of these rows."""
+        job, which fits). ``ahead_gpus`` counts the jobs of these rows. Every job must be pending.
+        ``pools``: ``view.pools()`` if the caller has it already.
+
+        Incremental: what stays fixed while a job waits is computed once per wait
+        (:meth:`_sync_waits`), ``predicted`` once per job and finish; only the time-dependent
+        features and those that depend on the set of rows are computed here, for all rows at once."""
         view = self.view
         jobs = list(visible) if extra is None or extra in visible else [*visible, extra]
-        rows = self._static[jobs]
         if not jobs:
-            return rows
-        p = view.progress(jobs)
-        remaining = p.remaining if view.information != "none" else np.zeros(len(jobs))
-        left_base = remaining * self._base_slow[jobs]
-        # shortest-remaining-first: the base GPUs of the visible jobs ahead of each would go first
-        order = np.argsort(left_base, kind="stable")
-        base = self._min_gpus[jobs][order]
-        ahead = np.empty(len(jobs))
-        ahead[order] = np.cumsum(base) - base
-        pools = view.pools()
-        hours = np.log1p(np.array((remaining, p.waited, p.attained, left_base)) / 3600.0) / 5.0
-        np.minimum(hours, 1.0, out=hours)
-        rows[:, _J["remaining"]], rows[:, _J["waiting"]], rows[:, _J["attained"]], rows[:, _J["remaining_base"]] = hours
-        deadlines = self._deadline[jobs]
-        has = ~np.isnan(deadlines)
-        if has.any():
-            rows[has, _J["slack"]] = np.tanh((deadlines[has] - view.now - remaining[has]) / 86400.0)
-        rows[:, _J["preemptions"]] = np.minimum(p.preemptions, 5.0) / 5.0
+            return self._rows[jobs]
+        self._sync_waits()
+        pending = view.pending
+        for j in jobs:
+            if j not in pending:
+                raise ValueError(f"job {j} is not pending: job rows show waiting jobs only")
+        idx = np.array(jobs, dtype=np.intp)
+        rows = self._rows[idx]
+        now = view.now
+        waited = (self._queued_time[idx] + now) - self._queued_since[idx]
+        hours = np.log1p(waited / 3600.0)
+        hours /= 5.0
+        rows[:, _J["waiting"]] = np.minimum(hours, 1.0, out=hours)
+        if self._deadlines:
+            deadlines = self._deadline[idx]
+            has = ~np.isnan(deadlines)
+            if has.any():
+                rows[has, _J["slack"]] = np.tanh((deadlines[has] - now - self._remaining[idx][has]) / 86400.0)
         rows[: len(fits), _J["fits"]] = fits
         if len(jobs) > len(fits):
             rows[len(fits) :, _J["fits"]] = 1.0
-        rows[:, _J["ahead_gpus"]] = np.minimum(1.0, ahead / max(1, pools.training_gpus + pools.loaned_gpus))
-        history = self.history
-        history.sync(view)
-        predicted = [history.predict(view.job(j)) or 0.0 for j in jobs]
-        rows[:, _J["predicted"]] = _logs(np.array(predicted) / 3600.0, 5.0)
+        # shortest-remaining-first: the base GPUs of the visible jobs ahead of each would go first
+        order = np.argsort(self._left_base[idx], kind="stable")
+        base = self._min_gpus[idx][order]
+        ahead = np.empty(len(jobs))
+        ahead[order] = np.cumsum(base) - base
+        p = pools if pools is not None else view.pools()
+        rows[:, _J["ahead_gpus"]] = np.minimum(1.0, ahead / max(1, p.training_gpus + p.loaned_gpus))
+        rows[:, _J["predicted"]] = self._sync_predicted(idx)
         return rows
 
     # ------------------------------------------------------------------ ordering
@@ -262,15 +336,17 @@ class Encoder:
         k, nf = self.slots, len(JOB)
         out = np.zeros(k * nf + len(CLUSTER), dtype=np.float32)
         n = len(visible)
+        pools = self.view.pools()
         if n:
-            out[: n * nf] = self.job_rows(visible, fits).ravel()
-        out[k * nf :] = self.cluster()
+            out[: n * nf] = self.job_rows(visible, fits, pools=pools).ravel()
+        out[k * nf :] = self.cluster(pools)
         return out
 
-    def cluster(self) -> np.ndarray:
-        """The cluster's features (``hidden``: jobs waiting beyond the ``slots`` longest-waiting)."""
+    def cluster(self, pools: PoolState | None = None) -> np.ndarray:
+        """The cluster's features (``hidden``: jobs waiting beyond the ``slots`` longest-waiting).
+        ``pools``: ``view.pools()`` if the caller has it already."""
         view = self.view
-        p = view.pools()
+        p = pools if pools is not None else view.pools()
         c = np.zeros(len(CLUSTER), dtype=np.float32)
         c[_C["training_free"]] = (p.training_gpus - p.training_busy) / p.training_gpus if p.training_gpus else 0.0
         if p.inference_gpus:
@@ -279,14 +355,29 @@ class Encoder:
             c[_C["reclaiming"]] = p.reclaiming_servers / p.inference_servers
             c[_C["inference_load"]] = p.inference_demand / p.inference_gpus
         c[_C["day_sin"]], c[_C["day_cos"]] = self.core.time_of_day()
-        c[_C["queue"]] = _log(len(view.pending), 5.0)
-        c[_C["hidden"]] = _log(max(0, len(view.pending) - self.slots), 5.0)
+        waiting = len(view.pending)
+        c[_C["queue"]] = _log(waiting, 5.0)
+        c[_C["hidden"]] = _log(max(0, waiting - self.slots), 5.0)
         c[_C["running"]] = _log(len(view.running), 5.0)
         c[_C["to_arrive"]] = 1.0 - p.arrived / p.jobs
         c[_C["largest_free"]] = max((view.largest_free(t, q) / self._size for t, q in self._training_keys), default=0.0)
         return c
 
     # ------------------------------------------------------------------ placement
+    def _servers_now(self) -> tuple[np.ndarray, ServerLoads]:
+        """The server features that depend on the cluster's state only (``placeable``, ``free``,
+        ``reclaiming``, ``jobs``) over the static ones, recomputed only when the cluster changed;
+        and the reads they come from."""
+        loads = self.view.server_loads()
+        if self._loads is not loads:
+            srv = self._server_static.copy()
+            srv[:, _S["placeable"]] = loads.placeable
+            srv[:, _S["free"]] = loads.free.astype(np.float32) / self._server_gpus
+            srv[:, _S["reclaiming"]] = loads.reclaiming
+            srv[:, _S["jobs"]] = _logs(loads.hosted.astype(np.float64), 3.0)
+            self._loads, self._server_now = loads, srv
+        return self._server_now, loads
+
     def placement(self, job: int, left: int, chosen: dict[int, int], valid: np.ndarray) -> np.ndarray:
         """Per-server features for placing the next worker of ``job`` (``left`` still to place,
         ``chosen``: server -> workers already given), then the job's row, then the cluster."""
@@ -296,30 +387,28 @@ class Encoder:
         g = len(SERVER)
         out = np.zeros(ns * g + len(JOB) + 1 + len(CLUSTER), dtype=np.float32)
         srv = out[: ns * g].reshape(ns, g)
-        srv[:] = self._server_static
-        free = np.array([view.free(i) for i in range(ns)], dtype=np.float32)
-        status = [view.server_status(i) for i in range(ns)]
-        srv[:, _S["placeable"]] = [st in PLACEABLE for st in status]
-        srv[:, _S["free"]] = free / self._server_gpus
-        srv[:, _S["reclaiming"]] = [st == ServerStatus.RECLAIMING for st in status]
-        srv[:, _S["jobs"]] = _logs(np.array([view.hosted(i) for i in range(ns)], dtype=np.float64), 3.0)
-        if spec.gpu_types is None:
-            srv[:, _S["allowed"]] = 1.0
-        else:
-            srv[:, _S["allowed"]] = [t in spec.gpu_types for t in self._server_types]
+        srv[:], loads = self._servers_now()
+        types = spec.gpu_types
+        allowed = self._allowed.get(types)
+        if allowed is None:
+            allowed = self._allowed[types] = np.array(
+                [True] * ns if types is None else [t in types for t in self._server_types], dtype=np.float32
+            )
+        srv[:, _S["allowed"]] = allowed
         for sid in chosen:
             srv[sid, _S["chosen"]] = 1.0
         mean, std = self.speeds.estimate()
         srv[:, _S["speed_est"]] = np.clip(np.expm1(mean), -1.0, 1.0)
         srv[:, _S["speed_std"]] = np.clip(std, 0.0, 1.0)
         srv[:, _S["valid"]] = valid
-        spare = (free - left) / self._server_gpus
+        spare = (loads.free.astype(np.float32) - left) / self._server_gpus
         srv[:, _S["fits_left"]] = spare >= 0.0
         srv[:, _S["spare"]] = np.clip(spare, -1.0, 1.0)
         off = ns * g
         visible = list(itertools.islice(view.pending, self.slots))
-        rows = self.job_rows(visible, [v == job for v in visible], extra=job)
+        pools = view.pools()
+        rows = self.job_rows(visible, [v == job for v in visible], extra=job, pools=pools)
         out[off : off + len(JOB)] = rows[visible.index(job) if job in visible else -1]
         out[off + len(JOB)] = math.log2(1 + left) / 6
-        out[off + len(JOB) + 1 :] = self.cluster()
+        out[off + len(JOB) + 1 :] = self.cluster(pools)
         return out

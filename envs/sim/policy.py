@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
-from collections.abc import Iterable, Iterator, KeysView, Sequence
+from collections.abc import Container, Iterable, Iterator, KeysView, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -170,6 +170,30 @@ class Progress:
 
 
 @dataclass(frozen=True, slots=True)
+class Waits:
+    """Per-job reads for a batch of pending jobs that stay fixed while each waits (they change
+    only once it leaves the queue): the observation encoder reads them once per wait. A pending
+    job's ``Progress.waited`` is ``(queued_time + now) - queued_since``."""
+
+    remaining: np.ndarray  # as :class:`Progress` reveals it
+    queued_time: np.ndarray  # seconds without GPUs before this wait
+    queued_since: np.ndarray  # when this wait began
+    attained: np.ndarray
+    preemptions: np.ndarray
+
+
+@dataclass(frozen=True, slots=True)
+class ServerLoads:
+    """Per-server reads (read-only arrays in server id order): what the placement observation
+    needs, in one call. The same object is returned while the cluster has not changed."""
+
+    free: np.ndarray  # free GPUs (whether or not anything may be placed there)
+    placeable: np.ndarray  # bool: new workers may go there (``PLACEABLE``)
+    reclaiming: np.ndarray  # bool: being reclaimed
+    hosted: np.ndarray  # jobs hosted
+
+
+@dataclass(frozen=True, slots=True)
 class SpeedSample:
     """One run of a job (between two (re)starts): the speed it is observed to make and the speed
     the public models predict for it (the throughput profile at its GPUs, type and spread, its
@@ -207,11 +231,12 @@ class ClusterView:
     are never shown (the servers' ``speed_factor`` reads 1). An ``oracle`` view shows the truth.
     """
 
-    __slots__ = ("_cache", "_e", "_factor", "_level", "_servers", "_specs")
+    __slots__ = ("_cache", "_e", "_factor", "_level", "_loads", "_servers", "_specs")
 
     def __init__(self, engine: Engine, knowledge: Knowledge | None = None, oracle: bool = False) -> None:
         self._e = engine
         self._cache: tuple[int, np.ndarray] | None = None
+        self._loads: tuple[int, ServerLoads] | None = None
         know = knowledge if knowledge is not None else Knowledge()
         self._level = "clairvoyant" if oracle else know.level
         self._factor = know.factor
@@ -400,6 +425,23 @@ class ClusterView:
         cl = self._e.cluster
         return [f if st in PLACEABLE else 0 for f, st in zip(cl.free, cl.status, strict=True)]
 
+    def server_loads(self) -> ServerLoads:
+        """Free GPUs, placeability, reclaim state and jobs hosted of every server (one batch
+        read; the same object while the cluster has not changed)."""
+        cl = self._e.cluster
+        if self._loads is None or self._loads[0] != cl.version:
+            status = cl.status
+            arrays = (
+                np.array(cl.free, dtype=np.int64),
+                np.array([st in PLACEABLE for st in status], dtype=bool),
+                np.array([st == ServerStatus.RECLAIMING for st in status], dtype=bool),
+                np.array([len(h) for h in cl.hosted], dtype=np.int64),
+            )
+            for a in arrays:
+                a.flags.writeable = False
+            self._loads = (cl.version, ServerLoads(*arrays))
+        return self._loads[1]
+
     def pool_types(self) -> tuple[tuple[str, Pool], ...]:
         """The (GPU type name, pool) pairs the cluster has."""
         return self._e.cluster.pool_types
@@ -479,17 +521,38 @@ class ClusterView:
             out[3, i] = j.preemptions
         return Progress(out[0], out[1], out[2], out[3])
 
-    def speed_samples(self) -> list[SpeedSample]:
-        """A sample of every running job that makes progress (see :class:`SpeedSample`)."""
+    def waits(self, jobs: Sequence[int]) -> Waits:
+        """Remaining work (as revealed), time waited before this wait, when it began, attained
+        service and preemptions of pending ``jobs`` (:class:`Waits`)."""
+        records = self._e._jobs
+        out = np.empty((5, len(jobs)))
+        for i, idx in enumerate(jobs):
+            j = records[idx]
+            if j.status != _PENDING:
+                raise ValueError(f"job {idx} is not pending: waits() reads pending jobs only")
+            out[0, i] = self.remaining_work(idx) if self._level != "clairvoyant" else max(0.0, j.work - j.work_done)
+            out[1, i] = j.queued_time
+            out[2, i] = j.queued_since
+            out[3, i] = j.attained
+            out[4, i] = j.preemptions
+        return Waits(out[0], out[1], out[2], out[3], out[4])
+
+    def speed_samples(self, seen: Container[tuple[int, int]] = ()) -> list[SpeedSample]:
+        """A sample of every running job that makes progress (see :class:`SpeedSample`), in the
+        order of ``running``, except those whose ``(job, run)`` is in ``seen`` (an observer's
+        samples taken in already: they are not built)."""
         e = self._e
         out = []
         for idx in e.running:
             j = e._jobs[idx]
             if j.rate <= 0.0 or j.gpu_type is None:
                 continue
+            run = j.preemptions + j.scales + j.migrations
+            if (idx, run) in seen:
+                continue
             nominal = e.throughput.rate(j.spec, j.workers, j.nservers, j.gpu_type) * j.mults[j.phase] * j.crowd
             servers = tuple(dict.fromkeys(s for s, _ in (*j.base, *j.flex)))
-            out.append(SpeedSample(idx, j.preemptions + j.scales + j.migrations, j.rate, nominal, servers))
+            out.append(SpeedSample(idx, run, j.rate, nominal, servers))
         return out
 
     def integrals(self) -> Integrals:
