@@ -135,3 +135,27 @@ def test_oracle_mlfs_speed_is_mlfs_placed_by_true_speeds() -> None:
     a = scenarios.simulate(s, mlfs, 0)
     o = scenarios.simulate(s, oracle, 0)
     assert (o.finish < float("inf")).all() and not (a.finish == o.finish).all()
+
+
+SHIPPED = sorted(p.name for p in (ROOT / "pretrained").glob("*") if (p / "config.yaml").is_file())
+
+
+def test_pretrained_agents_are_shipped_for_the_readme() -> None:
+    assert SHIPPED, "pretrained/ holds no agent, but the README's leaderboard lists them"
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_a_pretrained_agent_reproduces_the_recorded_leaderboard_on_its_first_test_seed(name: str) -> None:
+    """The suite's recorded figure (benchmarks/data/suite.json, the README's leaderboard) for the
+    shipped agent on the task's first test seed, to the last bit."""
+    from agents import evaluation as ev
+    from agents.trained import AGENT_PREFIX
+
+    board_doc = json.loads((ROOT / "benchmarks" / "data" / "suite.json").read_text())
+    task = suite.get(name)
+    entry = next(d for d in board_doc if d["task"] == name)
+    spec = AGENT_PREFIX + str(ROOT / "pretrained" / name)
+    row = next(r for r in entry["rows"] if r["kind"] == "agent")
+    seed = task.test_seeds[0]
+    (result,) = ev.execute(ev.plan([spec], [task.scenario], [seed], [dict(task.sets)]))
+    assert result.metrics[task.metric] == row["per_seed"][str(seed)]
