@@ -105,25 +105,29 @@ def jct_cdf(curves: Mapping[str, Sequence[float]], title: str = "") -> Figure:
 
 def timeline(series: Mapping[str, Mapping[str, Sequence[float]]], title: str = "") -> Figure:
     """Four panels over time (hours): jobs waiting, training-pool busy GPUs, loaned busy GPUs
-    (with the inference demand), servers on loan; one line per policy. A policy whose run kept
-    no time series is named in the legend as such."""
-    fig, axes = plt.subplots(4, 1, figsize=(9, 9), sharex=True)
-    colors = _colors(list(series))
+    (with the inference demand), servers on loan; one line per policy, each with its own colour
+    and line style (and the first drawn widest, so that coinciding curves stay visible), and a
+    legend on every panel. A policy whose run kept no time series is named in the legend as such."""
+    fig, axes = plt.subplots(4, 1, figsize=(9, 10), sharex=True)
+    names = list(series)
+    colors, styles = _colors(names), _styles(names)
+    widths = {n: 1.0 + 1.5 * (len(names) - 1 - i) / max(1, len(names) - 1) for i, n in enumerate(names)}
     first = True
     for name, s in series.items():
+        line = {"color": colors[name], "ls": styles[name], "lw": widths[name], "label": name}
         if not len(s.get("time", ())):
-            axes[0].plot([], [], color=colors[name], label=f"{name}: no time series recorded", lw=1)
+            for ax in axes:
+                ax.plot([], [], **(line | {"label": f"{name}: no time series recorded"}))
             continue
         t = np.asarray(s["time"], dtype=float) / 3600.0
-        c = colors[name]
-        axes[0].plot(t, s["queue"], color=c, label=name, lw=1)
-        axes[1].plot(t, s["busy_training"], color=c, lw=1)
-        axes[1].plot(t, s["capacity_training"], color=c, lw=0.8, ls=":")
+        axes[0].plot(t, s["queue"], **line)
+        axes[1].plot(t, s["busy_training"], **line)
+        axes[1].plot(t, s["capacity_training"], color=colors[name], lw=0.8, ls=":", label=f"{name}: GPUs up")
         if first:
             axes[2].fill_between(t, 0, s["inference_gpus"], color="0.85", label="inference demand")
             first = False
-        axes[2].plot(t, s["busy_loaned"], color=c, lw=1)
-        axes[3].plot(t, s["loaned_servers"], color=c, lw=1)
+        axes[2].plot(t, s["busy_loaned"], **line)
+        axes[3].plot(t, s["loaned_servers"], **line)
     axes[0].set_ylabel("jobs waiting")
     axes[1].set_ylabel("training pool\nbusy GPUs (up: dotted)")
     axes[2].set_ylabel("inference pool\nGPUs busy with\nloaned training")
@@ -131,9 +135,7 @@ def timeline(series: Mapping[str, Mapping[str, Sequence[float]]], title: str = "
     axes[3].set_xlabel("time (hours)")
     for ax in axes:
         ax.grid(True, alpha=0.3)
-    axes[0].legend(loc="best", fontsize=8)
-    if not first:
-        axes[2].legend(loc="upper right", fontsize=8)
+        ax.legend(loc="upper right", fontsize=7, ncol=2)
     axes[0].set_title(title or "timeline")
     fig.tight_layout()
     return fig

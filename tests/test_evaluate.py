@@ -274,6 +274,12 @@ def test_plots_draw_the_data_they_claim():
     fig = plots.timeline({"a": s, "b": {k: [] for k in s}})
     assert list(fig.axes[3].lines[0].get_ydata()) == [0, 1] and list(fig.axes[0].lines[0].get_xdata()) == [0.0, 1.0]
     assert fig.axes[0].lines[1].get_label() == "b: no time series recorded"
+    # every panel has a legend; two policies' lines differ in style and width (coinciding ones stay visible)
+    fig = plots.timeline({"a": s, "b": s})
+    assert all(ax.get_legend() is not None for ax in fig.axes)
+    a, b = fig.axes[3].lines
+    assert (a.get_linestyle(), a.get_linewidth()) != (b.get_linestyle(), b.get_linewidth())
+    assert {"a", "b"} <= {t.get_text() for t in fig.axes[3].get_legend().get_texts()}
 
 
 # ---------------------------------------------------------------------------------------------- user errors
