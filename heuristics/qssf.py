@@ -15,6 +15,7 @@ at every information level, ``none`` included.
 
 from __future__ import annotations
 
+import bisect
 import statistics
 from collections import deque
 from collections.abc import Iterator
@@ -32,6 +33,40 @@ def template_of(spec: JobSpec) -> str:
     return spec.template or f"{spec.model}/{spec.num_gpus}"
 
 
+class _Window:
+    """The last ``size`` values and the same values sorted (equal ones oldest first, as
+    ``sorted`` leaves them), so the median is read off instead of sorted per finish: the very
+    float :func:`statistics.median` gives (the middle value, or ``(a + b) / 2`` of the two middle
+    ones). A NaN makes the order undefined: from then on the window asks ``statistics.median``."""
+
+    __slots__ = ("nan", "order", "ranked", "size")
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.order: deque[float] = deque()
+        self.ranked: list[float] = []
+        self.nan = False
+
+    def add(self, value: float) -> float:
+        """Take in ``value`` (dropping the oldest beyond ``size``); the median after."""
+        order, ranked = self.order, self.ranked
+        if len(order) == self.size:
+            old = order.popleft()
+            if not self.nan:
+                del ranked[bisect.bisect_left(ranked, old)]
+        order.append(value)
+        if value != value:
+            self.nan = True
+        if self.nan:
+            return float(statistics.median(order))
+        bisect.insort(ranked, value)
+        n = len(ranked)
+        i = n // 2
+        if n % 2 == 1:
+            return float(ranked[i])
+        return float((ranked[i - 1] + ranked[i]) / 2)
+
+
 @dataclass
 class DurationHistory:
     """Durations of finished jobs by (user, template), by user and overall: the last ``window``
@@ -39,7 +74,7 @@ class DurationHistory:
 
     window: int = 20
     _cursor: int = 0
-    _by: dict[tuple[str, ...], deque[float]] = field(default_factory=dict)
+    _by: dict[tuple[str, ...], _Window] = field(default_factory=dict)
     _median: dict[tuple[str, ...], float] = field(default_factory=dict)
 
     def sync(self, view: ClusterView) -> None:
@@ -48,9 +83,10 @@ class DurationHistory:
             spec = view.job(job)
             work = view.state(job).work_done
             for key in ((spec.user, template_of(spec)), (spec.user,), ()):
-                past = self._by.setdefault(key, deque(maxlen=self.window))
-                past.append(work)
-                self._median[key] = float(statistics.median(past))
+                past = self._by.get(key)
+                if past is None:
+                    past = self._by[key] = _Window(self.window)
+                self._median[key] = past.add(work)
 
     def predict(self, spec: JobSpec) -> float | None:
         """The predicted duration (seconds on its requested GPUs), or None with no history yet."""

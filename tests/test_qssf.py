@@ -21,7 +21,8 @@ class _View:
     """What DurationHistory reads: finishes, specs, and the finished jobs' work."""
 
     def __init__(self, jobs: list[JobSpec]) -> None:
-        self.jobs, self.log = jobs, []
+        self.jobs = jobs
+        self.log: list[int] = []
 
     def finished_since(self, cursor: int) -> tuple[tuple[int, ...], int]:
         return tuple(self.log[cursor:]), len(self.log)
@@ -75,3 +76,22 @@ def test_qssf_ranks_by_predicted_gpu_service_once_history_exists():
     starts = [who for _, what, who, _ in e.log or [] if what == "start"]
     assert starts == [0, 1, 3, 2]
     assert np.isfinite(r.finish).all()
+
+
+def test_the_sorted_window_gives_statistics_median_bit_for_bit():
+    import math
+    import random
+    import statistics
+    from collections import deque
+
+    from heuristics.qssf import _Window
+
+    rng = random.Random(0)
+    for _ in range(300):
+        size = rng.randint(1, 12)
+        window, past = _Window(size), deque[float](maxlen=size)
+        for _ in range(rng.randint(1, 40)):
+            value = rng.choice([0.0, -0.0, 1.0, 3.0, 1e308, rng.uniform(0.0, 1e6), float(rng.randint(0, 5))])
+            past.append(value)
+            got, want = window.add(value), float(statistics.median(past))
+            assert got == want and math.copysign(1.0, got) == math.copysign(1.0, want)
