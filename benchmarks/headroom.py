@@ -22,7 +22,8 @@ Rows (each the mean of the task's metric over the seeds, and its change against 
 A row with an oracle in a seat runs on a view that shows the truth (``CoreConfig.oracle``), so
 the heuristics in the other seats see it too; where the task is clairvoyant that adds only the
 machines' true speeds.
-- ``scaling = fixed``: elastic jobs keep their requested size (the gang-size seat's effect).
+- ``scaling = fifo``: FIFO's scaling component, which never rescales: elastic jobs keep their
+  requested size (what the gang-size seat's heuristic is worth, not an oracle).
 """
 
 from __future__ import annotations
@@ -106,7 +107,11 @@ def lookahead(config: CoreConfig, seed: int, base: str, width: int, metric: str,
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--task", default="default", help="a task of agents/tasks.py (default: default)")
-    p.add_argument("--base", default=None, help="base heuristic (default: the task's first heuristic that is best)")
+    p.add_argument(
+        "--base",
+        default=None,
+        help="base heuristic: the best realistic one of the task's leaderboard (default: the task's first heuristic)",
+    )
     p.add_argument("--seeds", default="200000-200004", help="scenario seeds (default 200000-200004)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="more scenario overrides")
     p.add_argument("--lookahead", type=int, default=3, help="jobs tried beside the base's choice (default 3)")
