@@ -154,7 +154,6 @@ def main(argv: list[str] | None = None) -> int:
         with ev.interrupts():  # SIGTERM stops the sweep as Ctrl-C does; a second one stops it at once
             try:
                 tasks, reference = plan(args)
-                ev.check_size(tasks)
                 if out is not None:
                     ev.check_out(out)
             except (ConfigError, TraceError, InferenceConfigError) as e:

@@ -284,7 +284,8 @@ def plan(
     grid: Sequence[Mapping[str, str]] = ({},),
 ) -> list[Task]:
     """Every task of the sweep, each checked (scenario builds, trace loads, policy and settings
-    exist, agents match the envs): raises the user's error before anything runs or is written."""
+    exist, agents match the envs, the sweep's size, every job of every seed runnable): raises the
+    user's error before anything runs or is written."""
     agents: dict[str, AgentSpec] = {}
     for p in policies:
         if p.startswith(AGENT_PREFIX):
@@ -305,14 +306,14 @@ def plan(
         own_t = {name: tuple(fields.items()) for name, fields in own.items()}
         points.setdefault(tuple(scen_sets.items()), []).append((tuple(pol_sets.items()), own_t))
     tasks: list[Task] = []
+    to_check: list[scenarios.Scenario] = []  # checked for unrunnable jobs once the sweep's size is known
     for scen in scenario_names:
         for scen_tuple, pol_points in points.items():
             scenario = scenarios.get(scen, dict(scen_tuple))
             for p in policies:
                 for name in agents[p].components.names() if p in agents else (p,):
                     registry.check_information(name, scenario.information.level)
-            for seed in seeds:
-                _check_runnable(scenario, seed, [p for p in policies if not lenders[p]])
+            to_check.append(scenario)
             trace = scenario.workload.trace
             trace_digest = file_digest(Path(trace)) if trace and Path(trace).is_file() else ""
             for p in policies:
@@ -328,7 +329,13 @@ def plan(
                     tasks.extend(
                         Task(label, scen, s, scen_tuple, pol_tuple, agent, inputs, borrowing, mine) for s in seeds
                     )
-    return list(dict.fromkeys(tasks))  # a policy without a swept setting of another runs once
+    out = list(dict.fromkeys(tasks))  # a policy without a swept setting of another runs once
+    check_size(out)  # before any scenario is built for its seeds
+    non_lenders = [p for p in policies if not lenders[p]]
+    for scenario in to_check:
+        for seed in seeds:
+            _check_runnable(scenario, seed, non_lenders)
+    return out
 
 
 def _check_policy(
