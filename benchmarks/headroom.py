@@ -29,7 +29,6 @@ machines' true speeds.
 from __future__ import annotations
 
 import argparse
-import copy
 import dataclasses
 import statistics
 import sys
@@ -68,16 +67,6 @@ def _play(core: Core, ordering: str, *first: int | None) -> Core:
             core.start(job)
 
 
-def _copy(core: Core) -> Core:
-    """A copy of the whole episode (the experts' ranking walks, iterators, are not copied: the
-    copy's heuristics begin fresh rankings, as at a new decision point)."""
-    held, core._experts = core._experts, {}
-    try:
-        return copy.deepcopy(core)
-    finally:
-        core._experts = held
-
-
 def lookahead(config: CoreConfig, seed: int, base: str, width: int, metric: str, lower: bool) -> float:
     """The clairvoyant one-step lookahead over ``base`` (module docstring): the episode's metric."""
     core = Core(config)
@@ -95,7 +84,7 @@ def lookahead(config: CoreConfig, seed: int, base: str, width: int, metric: str,
             candidates.append(None)
         best, best_value = mine, None
         for c in candidates:
-            value = sign * _value(_play(_copy(core), base, c), metric)
+            value = sign * _value(_play(core.copy(), base, c), metric)
             if best_value is None or value < best_value:
                 best, best_value = c, value
         if best is None:

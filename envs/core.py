@@ -11,6 +11,7 @@ still runs), so every step the agent sees is a real choice.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import itertools
 import math
@@ -217,6 +218,16 @@ class Core:
         self._acc = self.view.integrals()
         self.engine.start()
         self._begin_decision_point()
+
+    def copy(self) -> Core:
+        """A copy of the whole episode that continues on its own (for lookahead searches over
+        the simulation). The experts' ranking walks (iterators) are not copied: the copy's
+        experts begin fresh rankings, as at a new decision point."""
+        held, self._experts = self._experts, {}
+        try:
+            return copy.deepcopy(self)
+        finally:
+            self._experts = held
 
     def heuristic(self, name: str) -> ComposedScheduler:
         """This episode's instance of component heuristic ``name``."""
