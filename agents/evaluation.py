@@ -524,30 +524,40 @@ def require_ray() -> None:
         raise ConfigError("--backend ray needs Ray: pip install -e '.[ray]'.") from None
 
 
+def start_ray(address: str | None, cpus: int) -> bool:
+    """Join the Ray cluster at ``address``, or start a local instance with ``cpus`` CPUs, unless
+    Ray is already running here; True if this call started or joined it (the caller then shuts
+    it down). Workers import this repository's packages from its root (the package need not be
+    installed); the caller's SIGTERM handler stays (``ray.init`` would make SIGTERM a sys.exit)."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    kw: dict[str, Any] = dict(
+        log_to_driver=False, logging_level=logging.WARNING, runtime_env={"env_vars": {"PYTHONPATH": path}}
+    )
+    sigterm = signal.getsignal(signal.SIGTERM)
+    try:
+        if address:
+            try:
+                ray.init(address=address, **kw)
+            except ConnectionError as e:
+                raise ConfigError(f"--address {address}: could not join the Ray cluster there ({e}).") from None
+        else:
+            ray.init(num_cpus=max(1, cpus), include_dashboard=False, **kw)
+    finally:  # see interrupts()
+        if sigterm is not None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, sigterm)
+    return True
+
+
 def _run_ray(
     tasks: Sequence[Task], workers: int, address: str | None, done: Callable[[TaskResult], None], models: Models | None
 ) -> None:
     import ray
 
-    started = not ray.is_initialized()
-    if started:
-        # workers import this repository's packages from its root (the package need not be installed)
-        path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
-        kw: dict[str, Any] = dict(
-            log_to_driver=False, logging_level=logging.WARNING, runtime_env={"env_vars": {"PYTHONPATH": path}}
-        )
-        sigterm = signal.getsignal(signal.SIGTERM)
-        try:
-            if address:
-                try:
-                    ray.init(address=address, **kw)
-                except ConnectionError as e:
-                    raise ConfigError(f"--address {address}: could not join the Ray cluster there ({e}).") from None
-            else:
-                ray.init(num_cpus=max(1, workers), include_dashboard=False, **kw)
-        finally:  # ray.init makes SIGTERM a sys.exit(15); the caller's handler stays (see interrupts())
-            if sigterm is not None and threading.current_thread() is threading.main_thread():
-                signal.signal(signal.SIGTERM, sigterm)
+    started = start_ray(address, workers)
     pending: list[Any] = []
     try:
         remote: Any = ray.remote(num_cpus=1)(run_task)

@@ -11,11 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import logging
-import os
 import re
-import signal
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 from envs.sim.config import ConfigError
 
-ROOT = Path(__file__).resolve().parent.parent
 SUMMARY_KEYS = ("avg_jct_s", "p95_jct_s", "avg_queue_s", "utilization", "jobs_unfinished")
 """The agent's figures at its last evaluation that the summary gives over seeds."""
 
@@ -137,25 +132,9 @@ def _run_ray(
         import ray
     except ImportError:
         raise ConfigError("--backend ray needs Ray: pip install -e '.[ray]'.") from None
-    started = not ray.is_initialized()
-    if started:
-        # workers import this repository's packages from its root (the package need not be installed)
-        path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
-        kw: dict[str, Any] = dict(
-            log_to_driver=False, logging_level=logging.WARNING, runtime_env={"env_vars": {"PYTHONPATH": path}}
-        )
-        sigterm = signal.getsignal(signal.SIGTERM)
-        try:
-            if address:
-                try:
-                    ray.init(address=address, **kw)
-                except ConnectionError as e:
-                    raise ConfigError(f"--address {address}: could not join the Ray cluster there ({e}).") from None
-            else:
-                ray.init(num_cpus=max(1, cpus), include_dashboard=False, **kw)
-        finally:  # ray.init makes SIGTERM a sys.exit(15); the caller's handler stays
-            if sigterm is not None and threading.current_thread() is threading.main_thread():
-                signal.signal(signal.SIGTERM, sigterm)
+    from agents.evaluation import start_ray
+
+    started = start_ray(address, cpus)
     pending: list[Any] = []
     try:
         remote: Any = ray.remote(num_cpus=1)(train_seed)
