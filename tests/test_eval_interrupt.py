@@ -167,8 +167,8 @@ from envs.sim.config import ConfigError
 with ev.interrupts():
     worker = multiprocessing.Process(target=time.sleep, args=(600,))
     worker.start()
-    print(worker.pid, flush=True)
-    try:
+    try:  # the pid is printed inside it, so a signal sent on reading the pid lands in the try
+        print(worker.pid, flush=True)
         time.sleep(600)
     except KeyboardInterrupt:
         print("cleaning up", flush=True)
