@@ -17,19 +17,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from test_train_robust import TINY  # the tiny run both files train
 
 ROOT = Path(__file__).resolve().parent.parent
-TINY = [
-    "--total-steps",
-    "384",
-    "--rounds",
-    "1",
-    "--n-envs",
-    "2",
-    *("--set", "n_steps=32", "--set", "batch_size=32", "--set", "workload.synthetic.num_jobs=30"),
-    *("--set", "demo_episodes=1", "--set", "bc_epochs=1", "--set", "eval_seeds=100000"),
-    *("--set", "baselines=fifo", "--set", "eval_every=128"),
-]
+
 # 384 steps over 2 envs, 80% ordering: ordering 0-308, placement 308-384; evaluations at 0, every
 # 128 steps and at each phase's end
 ORDERING_END, EVALS = 308, [0, 128, 256, 308, 384]
