@@ -3,36 +3,46 @@
 one seat at a time taken by something that sees the truth, on the same seeds.
 
     python benchmarks/headroom.py --task default [--base mlfs] [--seeds 200000-200009]
-        [--set workload.synthetic.num_jobs=60] [--lookahead 4]
+        [--set workload.synthetic.num_jobs=60] [--lookahead 4] [--searches ordering,gang|none]
 
 Rows (each the mean of the task's metric over the seeds, and its change against the base):
 
 - ``base``: the base heuristic's ordering in the ordering seat, its components in the others
   (the agents' seats, run as in ``agents.partners.play_episode``).
 - ``ordering = oracle-sjf``: the ordering seat ranks by the true remaining time.
-- ``ordering = lookahead``: a clairvoyant one-step lookahead in the ordering seat. At every
-  decision it tries the base's choice, the next ``--lookahead`` jobs that can start and
-  "advance", each on a copy of the whole simulation played to its end with the base heuristic
-  (so it knows every future arrival, duration and fluctuation), and takes the best. It is at
-  least as good as the base on every seed (the base's own choice is among those tried), and
-  it costs one simulation per candidate per decision: use small instances.
+- ``SEAT = lookahead``: a clairvoyant one-step lookahead in one seat (``--searches``). At every
+  decision it tries the base's own choice and up to ``--lookahead`` others, each on a copy of
+  the whole simulation played to its end by the base heuristic (so it knows every future
+  arrival, duration and fluctuation), and takes the best. It is at least as good as the base on
+  every seed (the base's own choice is among those tried), and it costs one simulation per
+  option per decision: use small instances. The options per seat:
+
+  - ``ordering``: the next jobs that can start, and "advance";
+  - ``gang``: the elastic job the base starts, at its min, middle and max size instead of the
+    base's (packed as the base's placement packs);
+  - ``preemption``: where the base starts nothing more, preempting one of the running jobs with
+    the most true remaining work (it loses its work since its last checkpoint).
+
 - ``placement = oracle-speed``: the placement seat puts each job on the server where it runs
   fastest by the machines' true speed factors.
+- ``scaling = fifo``: FIFO's scaling component, which never rescales: elastic jobs keep their
+  requested size (what the base's scaling heuristic is worth, not an oracle).
 
 A row with an oracle in a seat runs on a view that shows the truth (``CoreConfig.oracle``), so
 the heuristics in the other seats see it too; where the task is clairvoyant that adds only the
-machines' true speeds.
-- ``scaling = fifo``: FIFO's scaling component, which never rescales: elastic jobs keep their
-  requested size (what the gang-size seat's heuristic is worth, not an oracle).
+machines' true speeds. Last, how much of the durations the job fields could predict
+(:func:`feature_r2`): where that is little, the ordering headroom of a task without duration
+information is information no policy can learn.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import statistics
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -41,8 +51,13 @@ from agents import evaluation as ev
 from agents import tasks as suite
 from envs.core import Components, Core, CoreConfig
 from envs.sim.config import ConfigError
+from envs.sim.policy import ClusterView, Start
+from heuristics.common import TRAINING_ONLY, pack
 
 SLOTS = 32
+
+
+Step = Callable[[Core], None]  # one decision applied to a core (start a job, advance, ...)
 
 
 def _value(core: Core, metric: str) -> float:
@@ -67,30 +82,112 @@ def _play(core: Core, ordering: str, *first: int | None) -> Core:
             core.start(job)
 
 
-def lookahead(config: CoreConfig, seed: int, base: str, width: int, metric: str, lower: bool) -> float:
-    """The clairvoyant one-step lookahead over ``base`` (module docstring): the episode's metric."""
-    core = Core(config)
-    core.reset(seed)
+def _start(job: int | None) -> Step:
+    return (lambda core: core.advance()) if job is None else (lambda core: core.start(job))
+
+
+def _ordering_options(core: Core, mine: int | None, visible: list[int], fits: list[bool], width: int) -> list[Step]:
+    """The base's choice, the next ``width`` jobs that can start, and "advance" where allowed."""
+    others = [j for j, f in zip(visible, fits, strict=True) if f and j != mine][:width]
+    options = [_start(mine), *(_start(j) for j in others)]
+    if mine is not None and core.ordering_mask(fits, SLOTS)[SLOTS]:
+        options.append(_start(None))
+    return options
+
+
+def _gang_options(core: Core, mine: int | None, visible: list[int], fits: list[bool], width: int) -> list[Step]:
+    """The base's start, and the elastic job it starts at its min, middle and max size instead
+    (packed on as few servers as possible, in the pools and type order of the base's placement)."""
+    options = [_start(mine)]
+    if mine is None:
+        return options
+    spec = core.view.job(mine)
+    if spec.max_gpus <= spec.min_gpus:
+        return options
+    placement = core.scheduler.placement
+    pools = getattr(placement, "pools", TRAINING_ONLY)
+    order = getattr(placement, "type_order", "fastest")
+    for n in sorted({spec.min_gpus, (spec.min_gpus + spec.max_gpus) // 2, spec.max_gpus} - {spec.num_gpus}):
+        alloc = pack(core.view, spec, n, pools, type_order=order)
+        if alloc is not None:
+            options.append(lambda c, a=alloc: c.start_with(Start(mine, a)))
+    return options
+
+
+def _preemption_options(core: Core, mine: int | None, visible: list[int], fits: list[bool], width: int) -> list[Step]:
+    """Where the base starts nothing more: also preempting one of the ``width`` running jobs with
+    the most true remaining work (its GPUs free at once; work since its last checkpoint is lost),
+    the base then going on at the same decision point."""
+    options = [_start(mine)]
+    if mine is not None or not visible:
+        return options
+    truth = ClusterView(core.engine, oracle=True) if core.engine is not None else core.view
+    longest = sorted(core.view.running, key=lambda j: (-truth.remaining_work(j), j))[:width]
+    options += [lambda c, j=j: c.preempt(j) for j in longest]
+    return options
+
+
+OPTIONS = {"ordering": _ordering_options, "gang": _gang_options, "preemption": _preemption_options}
+
+
+def lookahead(
+    config: CoreConfig, seed: int, base: str, width: int, metric: str, lower: bool, seat: str = "ordering"
+) -> float:
+    """The clairvoyant one-step lookahead over ``base`` in ``seat`` (module docstring): the
+    episode's metric. At every decision each option (the base's own first) is tried on a copy of
+    the whole simulation played to its end by the base; the best is taken."""
+    core = _started(config, seed)
     ranking = core.heuristic(base).ordering
     sign = 1.0 if lower else -1.0
     while True:
-        visible, fits = core.next_choice(SLOTS)
+        if seat == "preemption":  # also the decision points where nothing can start
+            visible, fits = core.choices(SLOTS) if not core.done else ([], [])
+        else:
+            visible, fits = core.next_choice(SLOTS)
         if core.done:
             return _value(core, metric)
         mine = core.expert_job(ranking, visible)
-        others = [j for j, f in zip(visible, fits, strict=True) if f and j != mine][:width]
-        candidates: list[int | None] = [mine, *others]
-        if core.ordering_mask(fits, SLOTS)[SLOTS] and mine is not None:
-            candidates.append(None)
-        best, best_value = mine, None
-        for c in candidates:
-            value = sign * _value(_play(core.copy(), base, c), metric)
-            if best_value is None or value < best_value:
-                best, best_value = c, value
-        if best is None:
-            core.advance()
-        else:
-            core.start(best)
+        options = OPTIONS[seat](core, mine, visible, fits, width)
+        best = options[0]
+        if len(options) > 1:
+            outcomes = []
+            for step in options:
+                trial = core.copy()
+                step(trial)
+                outcomes.append(sign * _value(_play(trial, base), metric))
+            best = options[outcomes.index(min(outcomes))]
+        best(core)
+
+
+def feature_r2(config: CoreConfig, seeds: Sequence[int]) -> tuple[float, float]:
+    """How much of ln(duration) the job fields a non-clairvoyant policy sees could predict, over
+    the seeds' jobs (R^2, out of sample): (1) the categorical fields (model, GPU count, min and
+    max GPUs, class, user, template), each job predicted by the mean of the other jobs with the
+    same fields (the overall mean where it has none); (2) for the jobs with a deadline, a line
+    fitted to ln(deadline - submit), whose relative window a user sets from the duration."""
+    groups: dict[tuple[object, ...], list[float]] = {}
+    window: list[tuple[float, float]] = []
+    for seed in seeds:
+        core = _started(config, seed)
+        assert core.engine is not None
+        truth = ClusterView(core.engine, oracle=True)
+        for j in range(core.num_jobs):
+            s = truth.job(j)
+            y = math.log(s.duration)
+            key = (s.model, s.num_gpus, s.min_gpus, s.max_gpus, s.job_class, s.user, s.template)
+            groups.setdefault(key, []).append(y)
+            if s.deadline is not None and s.deadline > s.submit_time:
+                window.append((math.log(s.deadline - s.submit_time), y))
+    ys = [y for g in groups.values() for y in g]
+    mean = statistics.fmean(ys)
+    sse = 0.0
+    for g in groups.values():
+        total = sum(g)
+        sse += sum((y - ((total - y) / (len(g) - 1) if len(g) > 1 else mean)) ** 2 for y in g)
+    r2_fields = 1.0 - sse / sum((y - mean) ** 2 for y in ys)
+    xs, ws = [x for x, _ in window], [y for _, y in window]
+    r2_window = statistics.correlation(xs, ws) ** 2 if len(window) > 2 else float("nan")
+    return r2_fields, r2_window
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -103,8 +200,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p.add_argument("--seeds", default="200000-200004", help="scenario seeds (default 200000-200004)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="more scenario overrides")
-    p.add_argument("--lookahead", type=int, default=3, help="jobs tried beside the base's choice (default 3)")
-    p.add_argument("--no-lookahead", action="store_true", help="skip the (slow) lookahead row")
+    p.add_argument("--lookahead", type=int, default=3, help="options tried beside the base's own (default 3)")
+    p.add_argument(
+        "--searches",
+        default=",".join(OPTIONS),
+        help=f"seats searched by the (slow) lookahead, comma-separated, or none (default {','.join(OPTIONS)})",
+    )
     args = p.parse_args(argv)
     try:
         task = suite.get(args.task)
@@ -114,6 +215,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         components = Components(base, base, base, base)
         config = CoreConfig.from_kwargs(scenario=task.scenario, overrides=sets, components=components)
         config.validate()
+        searches = [] if args.searches == "none" else args.searches.split(",")
+        if unknown := [x for x in searches if x not in OPTIONS]:
+            raise ConfigError(f"--searches: unknown seat '{unknown[0]}'; valid: {', '.join(OPTIONS)} or none.")
     except (ConfigError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -124,13 +228,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     rows: list[tuple[str, float]] = [("base", mean_of(config, base))]
     rows.append(("ordering = oracle-sjf", mean_of(dataclasses.replace(config, oracle=True), "oracle-sjf")))
-    if not args.no_lookahead:
-        rows.append(
-            (
-                f"ordering = lookahead ({args.lookahead})",
-                statistics.mean(lookahead(config, s, base, args.lookahead, metric, lower) for s in seeds),
-            )
-        )
+    for seat in searches:
+        values = [lookahead(config, s, base, args.lookahead, metric, lower, seat) for s in seeds]
+        rows.append((f"{seat} = lookahead ({args.lookahead})", statistics.mean(values)))
     seats = (("placement = oracle-speed", "placement", "oracle-speed"), ("scaling = fifo", "scaling", "fifo"))
     for label, field, name in seats:
         cfg = dataclasses.replace(config, components=dataclasses.replace(components, **{field: name}))
@@ -140,6 +240,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     for label, value in rows:
         change = (value - ref) / abs(ref) if ref else float("nan")
         print(f"  {label:32} {value:12,.3f}  {100 * change:+6.1f}%")
+    fields, window = feature_r2(config, seeds)
+    print(f"R^2 of ln(duration), out of sample: {fields:.3f} from the job's categorical fields, ", end="")
+    print(f"{window:.3f} from ln(deadline - submit) where it has one")
     return 0
 
 

@@ -26,7 +26,7 @@ from envs.sim.config import ConfigError
 from envs.sim.engine import Engine, SimResult
 from envs.sim.metrics import summarize
 from envs.sim.model import Pool
-from envs.sim.policy import Action, ComposedScheduler, Integrals, JobStatus, NoPreemption, Ordering, Start
+from envs.sim.policy import Action, ComposedScheduler, Integrals, JobStatus, NoPreemption, Ordering, Preempt, Start
 from heuristics import registry
 
 
@@ -263,6 +263,12 @@ class Core:
     def apply(self, action: Action) -> None:
         assert self.engine is not None
         self.engine.apply(action)
+
+    def preempt(self, job: int) -> None:
+        """Preempt running ``job`` at once (its GPUs free now; work since its last checkpoint is
+        lost); stays at the same decision point, where jobs that did not fit may fit now."""
+        self.apply(Preempt(job))
+        self._fits = {}
 
     def advance(self) -> None:
         """End this decision point (scaling acts), run to the next one."""

@@ -82,19 +82,33 @@ def test_suite_refuses_an_unknown_task_with_exit_2(capsys: pytest.CaptureFixture
     assert "unknown task 'nope'" in capsys.readouterr().err
 
 
-def test_lookahead_is_never_worse_than_its_base() -> None:
-    """The one-step lookahead tries the base's own choice, whose playout is the base's rest of
-    the episode: so it can only gain (SJF's ranking is a function of the view, so the base's
-    playout from a copy is the base's own)."""
+@pytest.mark.parametrize("seat", list(headroom.OPTIONS))
+def test_lookahead_is_never_worse_than_its_base(seat: str) -> None:
+    """The one-step lookahead in every seat tries the base's own choice, whose playout is the
+    base's rest of the episode: so it can only gain (SJF's ranking is a function of the view, so
+    the base's playout from a copy is the base's own). On these seeds each seat finds a gain."""
     config = CoreConfig.from_kwargs(
         scenario="default",
-        overrides={"workload.synthetic.num_jobs": "20"},
+        overrides={"workload.synthetic.num_jobs": "20", "workload.load": "1.6"},
         components=Components("sjf", "sjf", "sjf", "sjf"),
     )
+    gains = []
     for seed in (0, 1):
         base = headroom._value(headroom._play(headroom._started(config, seed), "sjf"), "avg_jct_s")
-        ahead = headroom.lookahead(config, seed, "sjf", 2, "avg_jct_s", lower=True)
+        ahead = headroom.lookahead(config, seed, "sjf", 2, "avg_jct_s", lower=True, seat=seat)
         assert ahead <= base + 1e-6
+        gains.append(base - ahead)
+    assert max(gains) > 0
+
+
+def test_feature_r2_sees_the_deadline_window_and_not_the_fields() -> None:
+    """In ``default`` durations are drawn apart from every job field, while a deadline is set
+    from the duration (``deadline_slack`` times it): the fields predict nothing out of sample,
+    the deadline window nearly everything."""
+    config = CoreConfig.from_kwargs(scenario="default", overrides={"workload.synthetic.num_jobs": "100"})
+    fields, window = headroom.feature_r2(config, [0, 1])
+    assert fields < 0.1
+    assert window > 0.8
 
 
 def test_an_oracle_component_or_the_oracle_flag_shows_the_core_the_truth() -> None:
