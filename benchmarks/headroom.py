@@ -86,6 +86,14 @@ def _start(job: int | None) -> Step:
     return (lambda core: core.advance()) if job is None else (lambda core: core.start(job))
 
 
+def _start_with(start: Start) -> Step:
+    return lambda core: core.start_with(start)
+
+
+def _preempt(job: int) -> Step:
+    return lambda core: core.preempt(job)
+
+
 def _ordering_options(core: Core, mine: int | None, visible: list[int], fits: list[bool], width: int) -> list[Step]:
     """The base's choice, the next ``width`` jobs that can start, and "advance" where allowed."""
     others = [j for j, f in zip(visible, fits, strict=True) if f and j != mine][:width]
@@ -110,7 +118,7 @@ def _gang_options(core: Core, mine: int | None, visible: list[int], fits: list[b
     for n in sorted({spec.min_gpus, (spec.min_gpus + spec.max_gpus) // 2, spec.max_gpus} - {spec.num_gpus}):
         alloc = pack(core.view, spec, n, pools, type_order=order)
         if alloc is not None:
-            options.append(lambda c, a=alloc: c.start_with(Start(mine, a)))
+            options.append(_start_with(Start(mine, alloc)))
     return options
 
 
@@ -123,7 +131,7 @@ def _preemption_options(core: Core, mine: int | None, visible: list[int], fits: 
         return options
     truth = ClusterView(core.engine, oracle=True) if core.engine is not None else core.view
     longest = sorted(core.view.running, key=lambda j: (-truth.remaining_work(j), j))[:width]
-    options += [lambda c, j=j: c.preempt(j) for j in longest]
+    options += [_preempt(j) for j in longest]
     return options
 
 
