@@ -20,6 +20,19 @@ machine's latent speed factor; ties in the cluster's order), or the cluster's ``
 (what every placement did before; ``--set policy.type_order=listed``)."""
 
 
+ELASTIC_STARTS = ("max", "requested")
+"""The size at which a placement starts an elastic job: ``max``, its most GPUs where they fit now
+(else its requested size), or always its ``requested`` size (what the published FIFO, SJF and
+QSSF do; ``--set policy.elastic=requested``). A rigid job starts at its size either way."""
+
+
+def start_sizes(job: JobSpec, elastic: str = "max") -> tuple[int, ...]:
+    """The GPU counts to try for ``job``'s start, in order (:data:`ELASTIC_STARTS`)."""
+    if elastic == "max" and job.max_gpus > job.num_gpus:
+        return (job.max_gpus, job.num_gpus)
+    return (job.num_gpus,)
+
+
 def types_for(view: ClusterView, job: JobSpec, pool: Pool, gpus: int, order: str = "fastest") -> list[str]:
     """The GPU types of ``pool`` that ``job`` allows, in the preference of ``order`` (:data:`TYPE_ORDERS`)."""
     names = [t for t, p in view.pool_types() if p == pool and job.allows(view.gpu_type(t))]
@@ -82,26 +95,31 @@ def _spread(servers: list[int], view: ClusterView, gpus: int) -> Alloc | None:
 
 @dataclass
 class PackPlacement:
-    """Start a pending job at its requested size, consolidated (``pack``), in ``pools``.
-
-    An elastic job starts at its requested ``num_gpus`` as base workers: no elasticity."""
+    """Start a pending job consolidated (``pack``) in ``pools``, all its workers as its gang: an
+    elastic job at the size ``elastic`` gives (:func:`start_sizes`), never rescaled after."""
 
     pools: tuple[Pool, ...] = TRAINING_ONLY
     type_order: str = "fastest"
+    elastic: str = "max"
 
     def place(self, view: ClusterView, job: int) -> Start | None:
         spec = view.job(job)
-        alloc = pack(view, spec, spec.num_gpus, self.pools, type_order=self.type_order)
-        return None if alloc is None else Start(job, alloc)
+        for n in start_sizes(spec, self.elastic):
+            alloc = pack(view, spec, n, self.pools, type_order=self.type_order)
+            if alloc is not None:
+                return Start(job, alloc)
+        return None
 
 
 @dataclass(frozen=True)
 class PackConfig(Settings):
     """Settings of the policies that place with :func:`pack` alone (``fifo``, ``sjf``, ``qssf``).
 
-    :param type_order: ``fastest`` or ``listed`` (:data:`TYPE_ORDERS`)."""
+    :param type_order: ``fastest`` or ``listed`` (:data:`TYPE_ORDERS`).
+    :param elastic: ``max`` or ``requested`` (:data:`ELASTIC_STARTS`)."""
 
     type_order: Annotated[str, Choice(TYPE_ORDERS)] = "fastest"
+    elastic: Annotated[str, Choice(ELASTIC_STARTS)] = "max"
 
 
 class SortedQueue:

@@ -80,12 +80,16 @@ class QueueOrdering:
 
 def fifo(config: PackConfig | None = None) -> ComposedScheduler:
     c = config or PackConfig()
-    return ComposedScheduler("fifo", QueueOrdering(by_submit, blocking=True), PackPlacement(type_order=c.type_order))
+    return ComposedScheduler(
+        "fifo", QueueOrdering(by_submit, blocking=True), PackPlacement(type_order=c.type_order, elastic=c.elastic)
+    )
 
 
 def sjf(config: PackConfig | None = None) -> ComposedScheduler:
     c = config or PackConfig()
-    return ComposedScheduler("sjf", QueueOrdering(by_remaining, blocking=False), PackPlacement(type_order=c.type_order))
+    return ComposedScheduler(
+        "sjf", QueueOrdering(by_remaining, blocking=False), PackPlacement(type_order=c.type_order, elastic=c.elastic)
+    )
 
 
 register("fifo", fifo, PackConfig, needs="none")

@@ -25,7 +25,7 @@ from envs.sim.model import JobSpec
 from envs.sim.policy import Alloc, ClusterView, ComposedScheduler, Start
 from heuristics.aryl import aryl
 from heuristics.aryl_config import ArylConfig
-from heuristics.common import TRAINING_ONLY, PackConfig, pack, types_for
+from heuristics.common import TRAINING_ONLY, PackConfig, pack, start_sizes, types_for
 from heuristics.fifo import QueueOrdering, by_remaining, sjf
 from heuristics.mlfs import MlfsConfig
 from heuristics.mlfs import build as build_mlfs
@@ -35,19 +35,25 @@ from heuristics.registry import register
 
 @dataclass
 class TrueSpeedPlacement:
-    """Start a pending job at its requested GPUs on the one server where it runs fastest: the
-    throughput model's rate on the server's GPU type times the machine's true speed factor (what
-    only an oracle's view shows), the tightest fit among equals, then the lowest id; a gang no
-    server holds is spread as :func:`heuristics.common.pack` spreads it. Training pool only."""
+    """Start a pending job on the one server where it runs fastest: the throughput model's rate
+    on the server's GPU type times the machine's true speed factor (what only an oracle's view
+    shows), the tightest fit among equals, then the lowest id; a gang no server holds is spread
+    as :func:`heuristics.common.pack` spreads it. Training pool only. An elastic job starts at
+    the size ``elastic`` gives (:func:`heuristics.common.start_sizes`), as the placement of the
+    realistic policy it stands beside does."""
+
+    elastic: str = "max"
 
     def place(self, view: ClusterView, job: int) -> Start | None:
         spec = view.job(job)
-        alloc = self._one_server(view, spec) or pack(view, spec, spec.num_gpus, TRAINING_ONLY)
-        return None if alloc is None else Start(job, alloc)
+        for n in start_sizes(spec, self.elastic):
+            alloc = self._one_server(view, spec, n) or pack(view, spec, n, TRAINING_ONLY)
+            if alloc is not None:
+                return Start(job, alloc)
+        return None
 
     @staticmethod
-    def _one_server(view: ClusterView, spec: JobSpec) -> Alloc | None:
-        n = spec.num_gpus
+    def _one_server(view: ClusterView, spec: JobSpec, n: int) -> Alloc | None:
         best: tuple[float, int, int] | None = None
         for pool in TRAINING_ONLY:
             for t in types_for(view, spec, pool, n):
@@ -71,7 +77,8 @@ def oracle_sjf_speed() -> ComposedScheduler:
 
 
 def oracle_mlfs_speed(config: MlfsConfig | None = None) -> ComposedScheduler:
-    return dataclasses.replace(build_mlfs("oracle-mlfs-speed", config or MlfsConfig()), placement=TrueSpeedPlacement())
+    mlfs = build_mlfs("oracle-mlfs-speed", config or MlfsConfig())  # MLFS starts every job at its requested size
+    return dataclasses.replace(mlfs, placement=TrueSpeedPlacement(elastic="requested"))
 
 
 register("oracle-sjf", sjf, PackConfig, oracle=True)

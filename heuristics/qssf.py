@@ -121,7 +121,7 @@ class QssfOrdering:
 
 def qssf(config: PackConfig | None = None) -> ComposedScheduler:
     c = config or PackConfig()
-    return ComposedScheduler("qssf", QssfOrdering(), PackPlacement(type_order=c.type_order))
+    return ComposedScheduler("qssf", QssfOrdering(), PackPlacement(type_order=c.type_order, elastic=c.elastic))
 
 
 register("qssf", qssf, PackConfig, needs="none")

@@ -93,7 +93,7 @@ def test_lookahead_is_never_worse_than_its_base(seat: str) -> None:
         components=Components("sjf", "sjf", "sjf", "sjf"),
     )
     gains = []
-    for seed in (0, 1):
+    for seed in (1, 3):
         base = headroom._value(headroom._play(headroom._started(config, seed), "sjf"), "avg_jct_s")
         ahead = headroom.lookahead(config, seed, "sjf", 2, "avg_jct_s", lower=True, seat=seat)
         assert ahead <= base + 1e-6
