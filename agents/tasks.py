@@ -105,7 +105,7 @@ TASKS: dict[str, BenchTask] = {
             _ORACLES,
             "train.py's default scenario with true durations: the heuristics see what the oracles "
             "see, so the headroom is in the decisions, not in information.",
-            train=_STEPS,
+            train=_seats("sjf", *_STEPS),
         ),
         BenchTask(
             "default-estimate",
@@ -118,7 +118,7 @@ TASKS: dict[str, BenchTask] = {
             "default with durations known only as log-normal estimates (sigma 1): what a real "
             "cluster's user-given or predicted durations are. No job has a deadline: default's are "
             "set from the true duration, which would tell more than the estimate does.",
-            train=_STEPS,
+            train=_seats("sjf", *_STEPS),
         ),
         BenchTask(
             "cloud",
