@@ -170,8 +170,10 @@ TASKS: dict[str, BenchTask] = {
             ("oracle-sjf",),
             "the shipped ITP trace replayed on the trace scenario's cluster, evaluated with agents "
             "trained on contention-none only: the generalisation gap from synthetic to real jobs. The "
-            "trace fixes arrivals, sizes and durations; what it lacks (elasticity, any-GPU-type jobs, "
-            "classes) is drawn per seed as in loaning, so ten seeds.",
+            "trace fixes arrivals, sizes and durations; which jobs may use any GPU type it lacks, and "
+            "that is drawn per seed as in loaning. The heuristics here never borrow, so that reaches "
+            "only the agents (their any_type feature): the heuristics give the same figures on every "
+            "seed, the agents not, so ten seeds.",
             trained=False,
             test_seeds=range(200_000, 200_010),
         ),
