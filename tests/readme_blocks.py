@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -77,17 +78,20 @@ def copy_repo(dest: Path) -> Path:
     return dest
 
 
-def environ(repo: Path, **extra: str) -> dict[str, str]:
+def environ(repo: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment of a command in ``repo``: its ``.venv/bin`` first on the PATH (``python``
     and ``tensorboard`` are the environment's, as in an activated venv)."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env["PATH"] = f"{repo / '.venv' / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     env["MPLBACKEND"] = "Agg"
-    return env | extra
+    return env | dict(extra or {})
 
 
-def run(line: str, repo: Path, timeout: float = 300, **extra: str) -> subprocess.CompletedProcess[str]:
-    """``line`` run by bash in ``repo``, as a user would type it there."""
+def run(
+    line: str, repo: Path, extra: Mapping[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """``line`` run by bash in ``repo``, as a user would type it there (``extra``: more
+    environment variables)."""
     return subprocess.run(
-        ["bash", "-c", line], cwd=repo, env=environ(repo, **extra), capture_output=True, text=True, timeout=timeout
+        ["bash", "-c", line], cwd=repo, env=environ(repo, extra), capture_output=True, text=True, timeout=timeout
     )

@@ -129,7 +129,7 @@ def repo(tmp_path: Path) -> Path:
 def check(line: str, repo: Path) -> str:
     """Runs README command ``line`` in ``repo`` at smoke sizes and checks it; its stdout."""
     start = time.time()
-    done = run(line, repo, **SMOKE)
+    done = run(line, repo, SMOKE)
     said = f"{line}\n--- stdout\n{done.stdout[-4000:]}\n--- stderr\n{done.stderr[-4000:]}"
     assert done.returncode == 0, said
     assert "Traceback" not in done.stdout + done.stderr, said
@@ -173,7 +173,7 @@ def test_a_make_target_runs_its_recipe(target: str, repo: Path):
             assert done.returncode == 0, f"{line}\n{done.stdout}\n{done.stderr}"
 
 
-@pytest.mark.parametrize("command", ALONE)
+@pytest.mark.parametrize("command", ALONE, ids=[re.sub(r"[^\w.=,/-]+", "_", k)[:90] for k in ALONE])
 def test_a_readme_command_runs_as_written(command: str, repo: Path):
     check(COMMANDS[command], repo)
 
@@ -221,3 +221,36 @@ def serve(line: str, repo: Path, watchdog: float = 120) -> None:
     finally:
         os.killpg(p.pid, signal.SIGTERM)
         p.wait(timeout=60)
+
+
+@pytest.mark.parametrize("value", [None, "", "0"])
+def test_without_smoke_every_size_is_the_commands_own(value: str | None, monkeypatch: pytest.MonkeyPatch):
+    from agents import smoke
+    from agents.dual import TrainConfig
+
+    if value is None:
+        monkeypatch.delenv(smoke.VARIABLE, raising=False)
+    else:
+        monkeypatch.setenv(smoke.VARIABLE, value)
+    config = TrainConfig()
+    assert smoke.train_config(config) is config
+    assert smoke.seeds(range(5)) == [0, 1, 2, 3, 4] and smoke.sets({"a": "1"}) == {"a": "1"}
+    assert smoke.count(8, 2) == 8 and smoke.jobs(None) is None and smoke.steps(80_000) == 80_000
+
+
+def test_smoke_sizes_shrink_what_the_readme_says(monkeypatch: pytest.MonkeyPatch):
+    from agents import smoke
+    from agents.dual import TrainConfig
+
+    monkeypatch.setenv(smoke.VARIABLE, "1")
+    assert smoke.seeds(range(200_000, 200_040)) == [200_000, 200_001]
+    assert (
+        smoke.sets({}) == {"workload.num_jobs": "30"}
+        and smoke.sets({"workload.num_jobs": "20"})["workload.num_jobs"] == "20"
+    )
+    assert smoke.count(8, smoke.WORKERS) == 2 and smoke.jobs(None) == 30 and smoke.jobs(2000) == 30
+    assert smoke.steps(80_000) == 80 and smoke.steps(5) == 1
+    c = smoke.train_config(TrainConfig(total_steps=200_000, rounds=4))
+    assert (c.total_steps, c.eval_every, c.rounds, c.eval_seeds) == (200, 10, 4, (100_000,))
+    assert (c.n_steps, c.batch_size, c.demo_episodes, c.bc_epochs) == (32, 32, 1, 1)
+    assert c.overrides == {"workload.num_jobs": "30"}
