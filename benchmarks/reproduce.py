@@ -56,6 +56,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from agents import evaluation as ev
+from agents import smoke
 from benchmarks.shockwave_fairness import UNFAIR, repo_isolated
 from envs.sim import scenarios
 from envs.sim.config import ConfigError
@@ -869,11 +870,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     console = Console(width=None if sys.stdout.isatty() else 200)
     try:
-        seeds = ev.parse_seeds(args.seeds)
+        seeds = smoke.seeds(ev.parse_seeds(args.seeds))
         if args.workers < 1:
             raise ConfigError(f"--workers must be at least 1, got {args.workers}.")
         if args.jobs is not None and args.jobs < 2:
             raise ConfigError(f"--jobs must be at least 2, got {args.jobs}.")
+        args.workers, args.jobs = smoke.count(args.workers, smoke.WORKERS), smoke.jobs(args.jobs)
         if args.backend == "ray":
             ev.require_ray()
         for out in (args.json, args.markdown, args.figure):

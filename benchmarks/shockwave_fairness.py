@@ -36,6 +36,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from agents import smoke
 from envs.sim import scenarios
 from envs.sim.config import ConfigError, parse_sets
 from envs.sim.model import JobSpec
@@ -88,7 +89,11 @@ def main() -> int:
     p.add_argument("--set", dest="sets", action="append", default=[], help="scenario override key=value")
     args = p.parse_args()
     try:
-        policies, seeds, sets = args.policies.split(","), seeds_arg(args.seeds), parse_sets(args.sets)
+        policies, seeds, sets = (
+            args.policies.split(","),
+            smoke.seeds(seeds_arg(args.seeds)),
+            smoke.sets(parse_sets(args.sets)),
+        )
         scenarios.get("dynamic", sets)
         for pol in policies:
             make(pol)
@@ -96,7 +101,7 @@ def main() -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     tasks = [(pol, s, sets) for pol in policies for s in seeds]
-    with ProcessPoolExecutor(args.workers) as pool:
+    with ProcessPoolExecutor(smoke.count(args.workers, smoke.WORKERS)) as pool:
         runs = dict(zip([t[:2] for t in tasks], pool.map(run, *zip(*tasks, strict=True)), strict=True))
     where = "".join(f", {k}={v}" for k, v in sets.items())
     print(f"dynamic{where}, seeds {args.seeds}: means over seeds; unfair = share of jobs with rho > {UNFAIR}")
