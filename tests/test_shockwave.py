@@ -349,12 +349,16 @@ def small_dynamic_jobs() -> list[JobSpec]:
     return adapt_jobs(jobs, DynamicConfig(), np.random.default_rng(4))
 
 
-@pytest.mark.parametrize("policy", ["shockwave", "themis", "maxmin"])
-def test_policies_never_read_the_ground_truth(policy):
+@pytest.mark.parametrize(
+    ("policy", "sets"),
+    [("shockwave", {}), ("themis", {}), ("themis", {"allocation": "shares"}), ("maxmin", {})],
+    ids=["shockwave", "themis", "themis-shares", "maxmin"],
+)
+def test_policies_never_read_the_ground_truth(policy, sets):
     jobs = small_dynamic_jobs()
     cfg = SimConfig(checkpoint_interval_s=0.0, sample_s=0.0)
-    seen = Engine(servers(1), jobs, make(policy), None, None, cfg, log=True).run()
-    blind = Engine(servers(1), jobs, Blind(make(policy)), None, None, cfg, log=True).run()
+    seen = Engine(servers(1), jobs, make(policy, sets), None, None, cfg, log=True).run()
+    blind = Engine(servers(1), jobs, Blind(make(policy, sets)), None, None, cfg, log=True).run()
     assert seen.log == blind.log
     assert np.isfinite(seen.finish).all()
     assert seen.preemptions.sum() > 0  # the comparison covers preemptions too
