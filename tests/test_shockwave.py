@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from envs.sim.config import ConfigError
 from envs.sim.engine import Engine, SimConfig
 from envs.sim.model import V100, JobSpec, Pool, ServerSpec
 from envs.sim.policy import Action, ClusterView, Preempt, Start
@@ -438,6 +439,17 @@ def test_repository_isolated_duration_widens_accordions_first_critical_regime():
     g = dataclasses.replace(j, speed_phases=gns, duration=drawn * isolated_factor(gns))
     assert repo_isolated(g) == g.duration  # GNS and static jobs: as ours
     assert repo_isolated(dataclasses.replace(j, speed_phases=())) == j.duration
+
+
+def test_fairness_benchmark_takes_a_policys_settings():
+    """benchmarks/shockwave_fairness.py --policies NAME:KEY=VALUE;KEY=VALUE."""
+    from benchmarks.shockwave_fairness import policy_of
+
+    assert policy_of("themis") == ("themis", {})
+    assert policy_of("themis:allocation=shares") == ("themis", {"allocation": "shares"})
+    assert policy_of("themis:allocation=shares;round_s=60") == ("themis", {"allocation": "shares", "round_s": "60"})
+    with pytest.raises(ConfigError):
+        policy_of("themis:allocation")
 
 
 def test_adapt_jobs_modes_durations_and_regimes():
