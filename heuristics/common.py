@@ -176,6 +176,25 @@ class RankedQueue:
         self._size[job] = size
         bisect.insort(self._lists.setdefault(size, []), key)
 
+    def extend(self, entries: Iterable[tuple[int, tuple[float, ...], Size]]) -> None:
+        """``add`` each (job, key, size) of ``entries`` (a job listed twice keeps its last
+        entry); a burst is sorted in once per class instead of inserted one by one."""
+        last = {job: (key, size) for job, key, size in entries}
+        if len(last) <= 32:
+            for job, (key, size) in last.items():
+                self.add(job, key, size)
+            return
+        for job in last:
+            self.discard(job)
+        touched: set[Size] = set()
+        for job, (key, size) in last.items():
+            self._key[job] = key
+            self._size[job] = size
+            self._lists.setdefault(size, []).append(key)
+            touched.add(size)
+        for size in touched:
+            self._lists[size].sort()
+
     def discard(self, job: int) -> None:
         key = self._key.pop(job, None)
         if key is not None:

@@ -57,6 +57,9 @@ class TiresiasConfig(Settings):
     type_order: Annotated[str, Choice(TYPE_ORDERS)] = "fastest"
 
 
+Row = tuple[Key, str | None, int]  # a running job's (rank, GPU type, GPUs)
+
+
 @dataclass
 class Tiresias:
     config: TiresiasConfig = field(default_factory=TiresiasConfig)
@@ -69,7 +72,14 @@ class Tiresias:
         self._offset: dict[int, float] = {}  # service forgiven by promotions
         self._ranked = RankedQueue()  # the pending jobs, by rank; size class (GPUs, types)
         self._cursor = 0  # position in the engine's queue log
-        self._due: list[tuple[float, int, float]] = []  # (promotion due, job, queued since)
+        self._finished = 0  # position in the engine's log of finishes
+        self._due: list[tuple[float, int, float, float]] = []  # (promotion due, job, queued since, run time)
+        self._since: dict[int, float] = {}  # when a job with an entry in _due last entered the queue
+        self._rows: list[Row] = []  # the running jobs, sorted by rank (their level as of _checks)
+        self._row: dict[int, Row] = {}  # job -> its row
+        self._checks: list[tuple[float, int, int]] = []  # (when a running job may reach its next level, job, run)
+        self._run: dict[int, int] = {}  # job -> its run's number (stale checks are skipped)
+        self._runs = 0
         self._reclaim = FewestJobsReclaim()
 
     def _level(self, view: ClusterView, job: int) -> int:
@@ -80,17 +90,25 @@ class Tiresias:
         return (self._level(view, job), view.job(job).submit_time, job)
 
     def _sync(self, view: ClusterView) -> None:
-        """Take in the jobs that entered the queue since the last sync (ranked now)."""
+        """Take in the jobs that entered the queue (ranked now) and left it for good since the
+        last sync."""
         new, self._cursor = view.entered_since(self._cursor)
+        done, self._finished = view.finished_since(self._finished)
+        for job in done:
+            self._drop(job)
         knob = self.config.promote_knob
+        entries = []
         for job in new:
+            self._drop(job)  # preempted by the engine (a failure)
             if view.status_of(job) != JobStatus.PENDING:
                 continue
             spec = view.job(job)
-            self._ranked.add(job, self._key(view, job), (spec.num_gpus, spec.gpu_types))
+            entries.append((job, self._key(view, job), (spec.num_gpus, spec.gpu_types)))
             if view.attained_service(job) > 0.0:  # it has run (held GPUs) before
-                s = view.state(job)
-                heapq.heappush(self._due, (s.queued_since + knob * s.run_time, job, s.queued_since))
+                since, run_time = view.queued_since(job), view.run_time(job)
+                self._since[job] = since
+                heapq.heappush(self._due, (since + knob * run_time, job, since, run_time))
+        self._ranked.extend(entries)
 
     def decide(self, view: ClusterView) -> Iterator[Action]:
         self._sync(view)
@@ -104,23 +122,21 @@ class Tiresias:
             assert alloc is not None  # pack places a job exactly when one type it allows has room
             yield Start(job, alloc)
             self._ranked.discard(job)
+            self._started(view, job)
             room.taken()
 
     def _promote(self, view: ClusterView) -> None:
         """A job that has waited more than ``promote_knob`` times its executed time goes back to
         the first queue: its service so far is forgiven."""
-        now, knob, due = view.now, self.config.promote_knob, self._due
-        late: list[tuple[float, int, float]] = []
+        now, due = view.now, self._due
+        late: list[tuple[float, int, float, float]] = []
         while due and due[0][0] <= now + 1e-9 * (1.0 + abs(now)):  # candidates (rounding aside)
             entry = heapq.heappop(due)
-            job = entry[1]
-            if view.status_of(job) != JobStatus.PENDING:
+            _, job, since, run_time = entry
+            if view.status_of(job) != JobStatus.PENDING or self._since[job] != since:
                 continue  # it started since: a later wait gets an entry of its own
-            s = view.state(job)
-            if s.queued_since != entry[2]:
-                continue
-            if now - s.queued_since > knob * s.run_time:
-                self._offset[job] = s.attained_service
+            if now - since > self.config.promote_knob * run_time:  # (a wait's run time is fixed)
+                self._offset[job] = view.attained_service(job)
                 spec = view.job(job)
                 self._ranked.add(job, self._key(view, job), (spec.num_gpus, spec.gpu_types))
             else:
@@ -128,32 +144,87 @@ class Tiresias:
         for entry in late:
             heapq.heappush(due, entry)
 
+    # --- the running jobs' ranks, kept up to date between rounds
+    def _started(self, view: ClusterView, job: int) -> None:
+        """Track a job this policy just started: its row, and when its level may rise."""
+        _, gpu_type, _, _ = view.allocation(job)
+        key = self._key(view, job)
+        row = (key, gpu_type, view.workers(job))
+        bisect.insort(self._rows, row)
+        self._row[job] = row
+        self._runs += 1
+        self._run[job] = self._runs
+        self._check_at(view, job, row)
+
+    def _check_at(self, view: ClusterView, job: int, row: Row) -> None:
+        """Schedule the next look at a running job's level: a little before its service, which
+        grows by its GPUs every second it runs (its GPUs are fixed: this policy never scales),
+        would reach the next threshold. Until then its level cannot change."""
+        level = int(row[0][0])
+        if level >= len(self._thresholds):
+            return
+        now, gpus = view.now, row[2]
+        left = self._thresholds[level] + self._offset.get(job, 0.0) - view.attained_service(job)
+        t = now + left / gpus
+        # rounding in the view's sum is far below this margin (relative 1e-9 against 1e-16)
+        margin = 1e-9 * (1.0 + abs(now) + abs(t) + (self._thresholds[level] + abs(left)) / gpus)
+        heapq.heappush(self._checks, (t - margin, job, self._run[job]))
+
+    def _drop(self, job: int) -> None:
+        row = self._row.pop(job, None)
+        if row is not None:
+            rows = self._rows
+            del rows[bisect.bisect_left(rows, (row[0],))]
+
+    def _update_levels(self, view: ClusterView) -> None:
+        """Bring the running jobs' levels up to now (a running job's level only rises)."""
+        now, checks, row_of, run = view.now, self._checks, self._row, self._run
+        later: list[tuple[float, int, int]] = []
+        while checks and checks[0][0] <= now:
+            entry = heapq.heappop(checks)
+            job = entry[1]
+            row = row_of.get(job)
+            if row is None or run[job] != entry[2]:
+                continue  # it stopped since
+            key = row[0]
+            level = self._level(view, job)
+            if level == key[0]:
+                later.append(entry)  # within the margin of its threshold: look again next round
+                continue
+            self._drop(job)
+            row = ((level, key[1], job), row[1], row[2])
+            bisect.insort(self._rows, row)
+            row_of[job] = row
+            self._check_at(view, job, row)
+        for entry in later:
+            heapq.heappush(checks, entry)
+
+    def _rebuild(self, view: ClusterView) -> None:
+        """Rank every running job afresh (when jobs run that this policy did not start)."""
+        self._rows, self._row, self._checks = [], {}, []
+        for job in view.running:
+            if view.status_of(job) == JobStatus.RUNNING:
+                self._started(view, job)
+
     def _reprioritise(self, view: ClusterView) -> Iterator[Action]:
         """Preempt what falls outside the GPU budget in rank order; start what is chosen."""
         self._promote(view)
-        # each running job's fresh rank (self._key, inlined: a hot path), type and GPUs
-        allocation, service, spec_of, workers = view.allocation, view.attained_service, view.job, view.workers
-        offset, thresholds = self._offset, self._thresholds
-        running: list[int] = []
-        rows: list[tuple[Key, str | None, int]] = []
-        for j in view.running:
-            status, gpu_type, _, _ = allocation(j)
-            if status == JobStatus.RUNNING:
-                running.append(j)
-                level = bisect.bisect_right(thresholds, service(j) - offset.get(j, 0.0))
-                rows.append(((level, spec_of(j).submit_time, j), gpu_type, workers(j)))
-        rows.sort()
-        chosen = _choose(view, self._ranked, rows, self.config.type_order)
-        for job in running:
-            if job not in chosen:
+        if len(self._row) != len(view.running):
+            self._rebuild(view)
+        self._update_levels(view)
+        kept, starts = _choose(view, self._ranked, self._rows, self.config.type_order)
+        row_of = self._row
+        for job in tuple(view.running):
+            if job not in kept and job in row_of:
                 yield Preempt(job)
-        for job, gpu_type in chosen.items():
-            if view.status_of(job) == JobStatus.PENDING:
-                spec = view.job(job)
-                alloc = pack(view, spec, spec.num_gpus, gpu_type=gpu_type)
-                if alloc is not None:
-                    yield Start(job, alloc)
-                    self._ranked.discard(job)
+                self._drop(job)
+        for job, gpu_type in starts:
+            spec = view.job(job)
+            alloc = pack(view, spec, spec.num_gpus, gpu_type=gpu_type)
+            if alloc is not None:
+                yield Start(job, alloc)
+                self._ranked.discard(job)
+                self._started(view, job)
         self._sync(view)  # the jobs just preempted, ranked by their fresh level
 
     def reclaim(self, view: ClusterView, k: int) -> list[int]:
@@ -161,10 +232,11 @@ class Tiresias:
 
 
 def _choose(
-    view: ClusterView, ranked: RankedQueue, running: list[tuple[Key, str | None, int]], type_order: str
-) -> dict[int, str]:
-    """The jobs that fit the per-type GPU budget in rank order, each with the type it runs on
-    (in rank order); ``running``: (key, type, GPUs) of the running jobs, sorted.
+    view: ClusterView, ranked: RankedQueue, running: list[Row], type_order: str
+) -> tuple[set[int], list[tuple[int, str]]]:
+    """The jobs that fit the per-type GPU budget in rank order: the running ones kept, and the
+    pending ones chosen, in rank order, each with the type it is to start on; ``running``: the
+    rows (rank, type, GPUs) of the running jobs, sorted.
 
     A running job keeps its type. A pending one takes the first type it allows (in the order of
     ``type_order``: ``heuristics.common.types_for``) that holds it without displacing any running
@@ -186,7 +258,8 @@ def _choose(
         gpus, types = size
         return any(gpus <= b for t, b in budget.items() if types is None or t in types)
 
-    chosen: dict[int, str] = {}
+    kept: set[int] = set()
+    starts: list[tuple[int, str]] = []
 
     def take_pending(job: int) -> None:
         spec: JobSpec = view.job(job)
@@ -194,7 +267,7 @@ def _choose(
         types = [t for t in types_for(view, spec, Pool.TRAINING, need, type_order) if need <= budget.get(t, -1)]
         if types:
             t = next((t for t in types if need <= budget[t] - below[t]), types[0])
-            chosen[job] = t
+            starts.append((job, t))
             budget[t] -= need
 
     # the running jobs (all of them) and the pending ones of the classes that still fit, merged
@@ -208,12 +281,12 @@ def _choose(
             continue  # on a type outside the training pool
         below[held] -= need
         if need <= budget[held]:
-            chosen[int(key[-1])] = held
+            kept.add(int(key[-1]))
             budget[held] -= need
     while head is not None:
         take_pending(int(head[-1]))
         head = next(pending, None)
-    return chosen
+    return kept, starts
 
 
 def tiresias(config: TiresiasConfig | None = None) -> Tiresias:

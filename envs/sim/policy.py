@@ -356,6 +356,17 @@ class ClusterView:
             return float(j.attained + (self._e.now - j.held_since) * j.workers)
         return float(j.attained)
 
+    def run_time(self, job: int) -> float:
+        """``state(job).run_time``: seconds holding GPUs so far, without the snapshot."""
+        j = self._e._jobs[job]
+        if j.status in _HOLDING:
+            return float(j.run_time + (self._e.now - j.held_since))
+        return float(j.run_time)
+
+    def queued_since(self, job: int) -> float:
+        """``state(job).queued_since``: when it last entered the queue (nan while it holds GPUs)."""
+        return float(self._e._jobs[job].queued_since)
+
     def workers(self, job: int) -> int:
         """GPUs the job holds now."""
         return self._e._jobs[job].workers
