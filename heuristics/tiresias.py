@@ -41,6 +41,8 @@ from envs.sim.settings import Choice, Each, Num, Settings
 from heuristics.common import TRAINING_ONLY, TYPE_ORDERS, RankedQueue, Room, Size, pack, types_for
 from heuristics.registry import register
 
+_PENDING, _RUNNING = JobStatus.PENDING, JobStatus.RUNNING  # bound once: a member lookup costs ten globals
+
 Key = tuple[float, ...]  # (queue level, submit time, job): the rank, smaller first
 
 
@@ -82,12 +84,12 @@ class Tiresias:
         self._runs = 0
         self._reclaim = FewestJobsReclaim()
 
-    def _level(self, view: ClusterView, job: int) -> int:
-        service = view.attained_service(job) - self._offset.get(job, 0.0)
-        return bisect.bisect_right(self._thresholds, service)
+    def _level(self, job: int, service: float) -> int:
+        """The queue of a job with this attained service."""
+        return bisect.bisect_right(self._thresholds, service - self._offset.get(job, 0.0))
 
     def _key(self, view: ClusterView, job: int) -> Key:
-        return (self._level(view, job), view.job(job).submit_time, job)
+        return (self._level(job, view.attained_service(job)), view.job(job).submit_time, job)
 
     def _sync(self, view: ClusterView) -> None:
         """Take in the jobs that entered the queue (ranked now) and left it for good since the
@@ -100,11 +102,12 @@ class Tiresias:
         entries = []
         for job in new:
             self._drop(job)  # preempted by the engine (a failure)
-            if view.status_of(job) != JobStatus.PENDING:
+            if view.status_of(job) != _PENDING:
                 continue
             spec = view.job(job)
-            entries.append((job, self._key(view, job), (spec.num_gpus, spec.gpu_types)))
-            if view.attained_service(job) > 0.0:  # it has run (held GPUs) before
+            service = view.attained_service(job)
+            entries.append((job, (self._level(job, service), spec.submit_time, job), (spec.num_gpus, spec.gpu_types)))
+            if service > 0.0:  # it has run (held GPUs) before
                 since, run_time = view.queued_since(job), view.run_time(job)
                 self._since[job] = since
                 heapq.heappush(self._due, (since + knob * run_time, job, since, run_time))
@@ -122,7 +125,7 @@ class Tiresias:
             assert alloc is not None  # pack places a job exactly when one type it allows has room
             yield Start(job, alloc)
             self._ranked.discard(job)
-            self._started(view, job)
+            self._started(view, job, view.servers[alloc[0][0]].gpu_type.name, spec.num_gpus)
             room.taken()
 
     def _promote(self, view: ClusterView) -> None:
@@ -133,7 +136,7 @@ class Tiresias:
         while due and due[0][0] <= now + 1e-9 * (1.0 + abs(now)):  # candidates (rounding aside)
             entry = heapq.heappop(due)
             _, job, since, run_time = entry
-            if view.status_of(job) != JobStatus.PENDING or self._since[job] != since:
+            if view.status_of(job) != _PENDING or self._since[job] != since:
                 continue  # it started since: a later wait gets an entry of its own
             if now - since > self.config.promote_knob * run_time:  # (a wait's run time is fixed)
                 self._offset[job] = view.attained_service(job)
@@ -145,26 +148,27 @@ class Tiresias:
             heapq.heappush(due, entry)
 
     # --- the running jobs' ranks, kept up to date between rounds
-    def _started(self, view: ClusterView, job: int) -> None:
-        """Track a job this policy just started: its row, and when its level may rise."""
-        _, gpu_type, _, _ = view.allocation(job)
-        key = self._key(view, job)
-        row = (key, gpu_type, view.workers(job))
+    def _started(self, view: ClusterView, job: int, gpu_type: str | None, gpus: int) -> None:
+        """Track a job that runs on ``gpus`` GPUs of ``gpu_type`` since now: its row, and when
+        its level may rise."""
+        service = view.attained_service(job)
+        row = ((self._level(job, service), view.job(job).submit_time, job), gpu_type, gpus)
         bisect.insort(self._rows, row)
         self._row[job] = row
         self._runs += 1
         self._run[job] = self._runs
-        self._check_at(view, job, row)
+        self._check_at(view.now, job, row, service)
 
-    def _check_at(self, view: ClusterView, job: int, row: Row) -> None:
-        """Schedule the next look at a running job's level: a little before its service, which
-        grows by its GPUs every second it runs (its GPUs are fixed: this policy never scales),
-        would reach the next threshold. Until then its level cannot change."""
+    def _check_at(self, now: float, job: int, row: Row, service: float) -> None:
+        """Schedule the next look at a running job's level (its attained ``service`` now): a
+        little before its service, which grows by its GPUs every second it runs (its GPUs are
+        fixed: this policy never scales), would reach the next threshold. Until then its level
+        cannot change."""
         level = int(row[0][0])
         if level >= len(self._thresholds):
             return
-        now, gpus = view.now, row[2]
-        left = self._thresholds[level] + self._offset.get(job, 0.0) - view.attained_service(job)
+        gpus = row[2]
+        left = self._thresholds[level] + self._offset.get(job, 0.0) - service
         t = now + left / gpus
         # rounding in the view's sum is far below this margin (relative 1e-9 against 1e-16)
         margin = 1e-9 * (1.0 + abs(now) + abs(t) + (self._thresholds[level] + abs(left)) / gpus)
@@ -187,7 +191,8 @@ class Tiresias:
             if row is None or run[job] != entry[2]:
                 continue  # it stopped since
             key = row[0]
-            level = self._level(view, job)
+            service = view.attained_service(job)
+            level = self._level(job, service)
             if level == key[0]:
                 later.append(entry)  # within the margin of its threshold: look again next round
                 continue
@@ -195,7 +200,7 @@ class Tiresias:
             row = ((level, key[1], job), row[1], row[2])
             bisect.insort(self._rows, row)
             row_of[job] = row
-            self._check_at(view, job, row)
+            self._check_at(now, job, row, service)
         for entry in later:
             heapq.heappush(checks, entry)
 
@@ -203,8 +208,9 @@ class Tiresias:
         """Rank every running job afresh (when jobs run that this policy did not start)."""
         self._rows, self._row, self._checks = [], {}, []
         for job in view.running:
-            if view.status_of(job) == JobStatus.RUNNING:
-                self._started(view, job)
+            if view.status_of(job) == _RUNNING:
+                _, gpu_type, _, _ = view.allocation(job)
+                self._started(view, job, gpu_type, view.workers(job))
 
     def _reprioritise(self, view: ClusterView) -> Iterator[Action]:
         """Preempt what falls outside the GPU budget in rank order; start what is chosen."""
@@ -224,7 +230,7 @@ class Tiresias:
             if alloc is not None:
                 yield Start(job, alloc)
                 self._ranked.discard(job)
-                self._started(view, job)
+                self._started(view, job, gpu_type, spec.num_gpus)
         self._sync(view)  # the jobs just preempted, ranked by their fresh level
 
     def reclaim(self, view: ClusterView, k: int) -> list[int]:
@@ -261,7 +267,10 @@ def _choose(
     kept: set[int] = set()
     starts: list[tuple[int, str]] = []
 
+    left = sum(budget.values())  # GPUs not yet given, all types
+
     def take_pending(job: int) -> None:
+        nonlocal left
         spec: JobSpec = view.job(job)
         need = spec.num_gpus
         types = [t for t in types_for(view, spec, Pool.TRAINING, need, type_order) if need <= budget.get(t, -1)]
@@ -269,6 +278,7 @@ def _choose(
             t = next((t for t in types if need <= budget[t] - below[t]), types[0])
             starts.append((job, t))
             budget[t] -= need
+            left -= need
 
     # the running jobs (all of them) and the pending ones of the classes that still fit, merged
     pending = ranked.walk(fits)
@@ -277,12 +287,15 @@ def _choose(
         while head is not None and head < key:
             take_pending(int(head[-1]))
             head = next(pending, None)
+        if not left:
+            return kept, starts  # every GPU given: nothing ranked here or below can be chosen
         if held not in budget:
             continue  # on a type outside the training pool
         below[held] -= need
         if need <= budget[held]:
             kept.add(int(key[-1]))
             budget[held] -= need
+            left -= need
     while head is not None:
         take_pending(int(head[-1]))
         head = next(pending, None)
