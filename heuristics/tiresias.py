@@ -79,6 +79,7 @@ class Tiresias:
         self._since: dict[int, float] = {}  # when a job with an entry in _due last entered the queue
         self._rows: list[Row] = []  # the running jobs, sorted by rank (their level as of _checks)
         self._row: dict[int, Row] = {}  # job -> its row
+        self._held: dict[str | None, int] = {}  # GPUs of the rows, per type
         self._checks: list[tuple[float, int, int]] = []  # (when a running job may reach its next level, job, run)
         self._run: dict[int, int] = {}  # job -> its run's number (stale checks are skipped)
         self._runs = 0
@@ -155,6 +156,7 @@ class Tiresias:
         row = ((self._level(job, service), view.job(job).submit_time, job), gpu_type, gpus)
         bisect.insort(self._rows, row)
         self._row[job] = row
+        self._held[gpu_type] = self._held.get(gpu_type, 0) + gpus
         self._runs += 1
         self._run[job] = self._runs
         self._check_at(view.now, job, row, service)
@@ -179,6 +181,7 @@ class Tiresias:
         if row is not None:
             rows = self._rows
             del rows[bisect.bisect_left(rows, (row[0],))]
+            self._held[row[1]] -= row[2]
 
     def _update_levels(self, view: ClusterView) -> None:
         """Bring the running jobs' levels up to now (a running job's level only rises)."""
@@ -196,9 +199,10 @@ class Tiresias:
             if level == key[0]:
                 later.append(entry)  # within the margin of its threshold: look again next round
                 continue
-            self._drop(job)
+            rows = self._rows
+            del rows[bisect.bisect_left(rows, (key,))]
             row = ((level, key[1], job), row[1], row[2])
-            bisect.insort(self._rows, row)
+            bisect.insort(rows, row)
             row_of[job] = row
             self._check_at(now, job, row, service)
         for entry in later:
@@ -206,7 +210,7 @@ class Tiresias:
 
     def _rebuild(self, view: ClusterView) -> None:
         """Rank every running job afresh (when jobs run that this policy did not start)."""
-        self._rows, self._row, self._checks = [], {}, []
+        self._rows, self._row, self._held, self._checks = [], {}, {}, []
         for job in view.running:
             if view.status_of(job) == _RUNNING:
                 _, gpu_type, _, _ = view.allocation(job)
@@ -218,10 +222,9 @@ class Tiresias:
         if len(self._row) != len(view.running):
             self._rebuild(view)
         self._update_levels(view)
-        kept, starts = _choose(view, self._ranked, self._rows, self.config.type_order)
-        row_of = self._row
+        dropped, starts = _choose(view, self._ranked, self._rows, self._held, self.config.type_order)
         for job in tuple(view.running):
-            if job not in kept and job in row_of:
+            if job in dropped:
                 yield Preempt(job)
                 self._drop(job)
         for job, gpu_type in starts:
@@ -238,11 +241,12 @@ class Tiresias:
 
 
 def _choose(
-    view: ClusterView, ranked: RankedQueue, running: list[Row], type_order: str
+    view: ClusterView, ranked: RankedQueue, running: list[Row], held: dict[str | None, int], type_order: str
 ) -> tuple[set[int], list[tuple[int, str]]]:
-    """The jobs that fit the per-type GPU budget in rank order: the running ones kept, and the
-    pending ones chosen, in rank order, each with the type it is to start on; ``running``: the
-    rows (rank, type, GPUs) of the running jobs, sorted.
+    """The jobs that fit the per-type GPU budget in rank order: the running ones not kept (to
+    preempt), and the pending ones chosen, in rank order, each with the type it is to start on;
+    ``running``: the rows (rank, type, GPUs) of the running jobs, sorted; ``held``: their GPUs
+    per type.
 
     A running job keeps its type. A pending one takes the first type it allows (in the order of
     ``type_order``: ``heuristics.common.types_for``) that holds it without displacing any running
@@ -253,20 +257,15 @@ def _choose(
     below: dict[str, int] = {}  # of those, GPUs held by running jobs not yet reached in the ranking
     for t, p in view.pool_types():
         if p in TRAINING_ONLY:
-            budget[t] = view.total_free(t, p)
-            below[t] = 0
-    for _, held, gpus in running:
-        if held in budget:
-            budget[held] += gpus
-            below[held] += gpus
+            below[t] = held.get(t, 0)
+            budget[t] = view.total_free(t, p) + below[t]
 
     def fits(size: Size) -> bool:
         gpus, types = size
         return any(gpus <= b for t, b in budget.items() if types is None or t in types)
 
-    kept: set[int] = set()
+    dropped: set[int] = set()
     starts: list[tuple[int, str]] = []
-
     left = sum(budget.values())  # GPUs not yet given, all types
 
     def take_pending(job: int) -> None:
@@ -280,26 +279,43 @@ def _choose(
             budget[t] -= need
             left -= need
 
-    # the running jobs (all of them) and the pending ones of the classes that still fit, merged
+    # the running jobs (all of them) and the pending ones of the classes that still fit, merged:
+    # the running rows i..j-1 rank above the next pending job
     pending = ranked.walk(fits)
     head = next(pending, None)
-    for key, held, need in running:
-        while head is not None and head < key:
-            take_pending(int(head[-1]))
-            head = next(pending, None)
-        if not left:
-            return kept, starts  # every GPU given: nothing ranked here or below can be chosen
-        if held not in budget:
-            continue  # on a type outside the training pool
-        below[held] -= need
-        if need <= budget[held]:
-            kept.add(int(key[-1]))
-            budget[held] -= need
-            left -= need
-    while head is not None:
+    i, n = 0, len(running)
+    while left:
+        j = n if head is None else bisect.bisect_left(running, (head,), i)
+        if all(budget[t] >= below[t] for t in budget):  # no deficit: each of them is kept
+            for key, on, need in running[i:j]:
+                if on in budget:
+                    budget[on] -= need
+                    below[on] -= need
+                else:
+                    dropped.add(int(key[-1]))  # on a type outside the training pool
+            left = sum(budget.values())
+            i = j
+        else:
+            while i < j and left:
+                key, on, need = running[i]
+                i += 1
+                if on not in budget:
+                    dropped.add(int(key[-1]))
+                    continue
+                below[on] -= need
+                if need <= budget[on]:
+                    budget[on] -= need
+                    left -= need
+                else:
+                    dropped.add(int(key[-1]))
+            if i < j:
+                break  # every GPU given
+        if head is None:
+            break
         take_pending(int(head[-1]))
         head = next(pending, None)
-    return kept, starts
+    dropped.update(int(key[-1]) for key, _, _ in running[i:])  # not reached: every GPU was given
+    return dropped, starts
 
 
 def tiresias(config: TiresiasConfig | None = None) -> Tiresias:

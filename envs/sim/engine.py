@@ -158,6 +158,7 @@ class _Job:
         "migrations",
         "mults",
         "noise",
+        "nominal",
         "nservers",
         "phase",
         "preempt_reclaim",
@@ -226,6 +227,7 @@ class _Job:
         self.fair = 1.0
         self.stopped = False  # ended early by a Stop action
         self.noise = 1.0  # this run's speed fluctuation
+        self.nominal: tuple[int, GpuType, float] | None = None  # (GPUs, type, throughput rate) on one server
         self.crowd = 1.0  # co-location slowdown
         self.mark = -1.0  # livelock guard: the most work done at any (re)start so far...
         self.futile = 0  # ...and the (re)starts since the one that set it
@@ -672,6 +674,9 @@ class Engine:
             self._progress_check(j)
             if self._trace:
                 self._record("start", j.idx, _fmt(action.base, action.flex))
+        elif isinstance(action, Preempt):
+            j = self._job(action, action.job, _RUNNING)
+            self._preempt(j, action.graceful, reclaim=self._on_reclaiming(j))
         elif isinstance(action, Scale):
             j = self._job(action, action.job, _RUNNING)
             if not j.spec.elastic:
@@ -690,9 +695,6 @@ class Engine:
             self._progress_check(j)
             if self._trace:
                 self._record("migrate", j.idx, _fmt(action.base, action.flex))
-        elif isinstance(action, Preempt):
-            j = self._job(action, action.job, _RUNNING)
-            self._preempt(j, action.graceful, reclaim=self._on_reclaiming(j))
         elif isinstance(action, Stop):
             j = self._job(action, action.job, _RUNNING)
             self._settle(j)
@@ -813,7 +815,13 @@ class Engine:
         servers = self.cluster.servers
         if len(base) == 1 and not flex:  # the common case
             sid, workers = base[0]
-            return workers, 1, self.throughput.rate(j.spec, workers, 1, gtype) * servers[sid].speed_factor
+            memo = j.nominal  # the job's last one-server rate (hashing a GpuType costs a microsecond)
+            if memo is not None and memo[0] == workers and memo[1] is gtype:
+                rate = memo[2]
+            else:
+                rate = self.throughput.rate(j.spec, workers, 1, gtype)
+                j.nominal = (workers, gtype, rate)
+            return workers, 1, rate * servers[sid].speed_factor
         sids = {s for s, _ in base} | {s for s, _ in flex}
         workers = sum(n for _, n in base) + sum(n for _, n in flex)
         rate = self.throughput.rate(j.spec, workers, len(sids), gtype)
@@ -916,6 +924,8 @@ class Engine:
 
     def _on_reclaiming(self, j: _Job) -> bool:
         st = self.cluster.status
+        if len(j.base) == 1:
+            return st[j.base[0][0]] == _RECLAIMING
         return any(st[s] == _RECLAIMING for s, _ in j.base)
 
     def _preempt(self, j: _Job, graceful: bool, reclaim: bool) -> None:
