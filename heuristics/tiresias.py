@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Annotated
 
@@ -83,26 +83,27 @@ class Tiresias:
         self._checks: list[tuple[float, int, int]] = []  # (when a running job may reach its next level, job, run)
         self._run: dict[int, int] = {}  # job -> its run's number (stale checks are skipped)
         self._runs = 0
+        self._type_lists: dict[tuple[frozenset[str] | None, str, int], list[str]] = {}  # see _types
         self._reclaim = FewestJobsReclaim()
 
     def _level(self, job: int, service: float) -> int:
         """The queue of a job with this attained service."""
         return bisect.bisect_right(self._thresholds, service - self._offset.get(job, 0.0))
 
-    def _key(self, view: ClusterView, job: int) -> Key:
-        return (self._level(job, view.attained_service(job)), view.job(job).submit_time, job)
-
     def _sync(self, view: ClusterView) -> None:
         """Take in the jobs that entered the queue (ranked now) and left it for good since the
         last sync."""
         new, self._cursor = view.entered_since(self._cursor)
         done, self._finished = view.finished_since(self._finished)
+        row_of = self._row
         for job in done:
-            self._drop(job)
+            if job in row_of:
+                self._drop(job)
         knob = self.config.promote_knob
         entries = []
         for job in new:
-            self._drop(job)  # preempted by the engine (a failure)
+            if job in row_of:
+                self._drop(job)  # preempted by the engine (a failure)
             if view.status_of(job) != _PENDING:
                 continue
             spec = view.job(job)
@@ -140,9 +141,11 @@ class Tiresias:
             if view.status_of(job) != _PENDING or self._since[job] != since:
                 continue  # it started since: a later wait gets an entry of its own
             if now - since > self.config.promote_knob * run_time:  # (a wait's run time is fixed)
-                self._offset[job] = view.attained_service(job)
+                service = self._offset[job] = view.attained_service(job)
                 spec = view.job(job)
-                self._ranked.add(job, self._key(view, job), (spec.num_gpus, spec.gpu_types))
+                self._ranked.add(
+                    job, (self._level(job, service), spec.submit_time, job), (spec.num_gpus, spec.gpu_types)
+                )
             else:
                 late.append(entry)
         for entry in late:
@@ -222,7 +225,7 @@ class Tiresias:
         if len(self._row) != len(view.running):
             self._rebuild(view)
         self._update_levels(view)
-        dropped, starts = _choose(view, self._ranked, self._rows, self._held, self.config.type_order)
+        dropped, starts = _choose(view, self._ranked, self._rows, self._held, self._types)
         for job in tuple(view.running):
             if job in dropped:
                 yield Preempt(job)
@@ -236,22 +239,35 @@ class Tiresias:
                 self._started(view, job, gpu_type, spec.num_gpus)
         self._sync(view)  # the jobs just preempted, ranked by their fresh level
 
+    def _types(self, view: ClusterView, spec: JobSpec) -> list[str]:
+        """``types_for`` the training pool at the job's request, kept per (allowed types, model,
+        GPUs): all it depends on (the throughput model's rates of that model at those GPUs)."""
+        key = (spec.gpu_types, spec.model, spec.num_gpus)
+        types = self._type_lists.get(key)
+        if types is None:
+            types = self._type_lists[key] = types_for(view, spec, Pool.TRAINING, spec.num_gpus, self.config.type_order)
+        return types
+
     def reclaim(self, view: ClusterView, k: int) -> list[int]:
         return list(self._reclaim.reclaim(view, k))
 
 
 def _choose(
-    view: ClusterView, ranked: RankedQueue, running: list[Row], held: dict[str | None, int], type_order: str
+    view: ClusterView,
+    ranked: RankedQueue,
+    running: list[Row],
+    held: dict[str | None, int],
+    types: Callable[[ClusterView, JobSpec], list[str]],
 ) -> tuple[set[int], list[tuple[int, str]]]:
     """The jobs that fit the per-type GPU budget in rank order: the running ones not kept (to
     preempt), and the pending ones chosen, in rank order, each with the type it is to start on;
     ``running``: the rows (rank, type, GPUs) of the running jobs, sorted; ``held``: their GPUs
-    per type.
+    per type; ``types``: the training types a job allows, in the order of the policy's
+    ``type_order`` (``heuristics.common.types_for``).
 
-    A running job keeps its type. A pending one takes the first type it allows (in the order of
-    ``type_order``: ``heuristics.common.types_for``) that holds it without displacing any running
-    job ranked below it, else the first whose budget still holds it (those running jobs are then
-    preempted), else it is not chosen.
+    A running job keeps its type. A pending one takes the first type it allows (in that order)
+    that holds it without displacing any running job ranked below it, else the first whose
+    budget still holds it (those running jobs are then preempted), else it is not chosen.
     """
     budget: dict[str, int] = {}  # GPUs per training type not yet given to a chosen job
     below: dict[str, int] = {}  # of those, GPUs held by running jobs not yet reached in the ranking
@@ -262,7 +278,10 @@ def _choose(
 
     def fits(size: Size) -> bool:
         gpus, types = size
-        return any(gpus <= b for t, b in budget.items() if types is None or t in types)
+        for t, b in budget.items():  # noqa: SIM110 (a loop: cheaper than any() over a generator, a hot path)
+            if gpus <= b and (types is None or t in types):
+                return True
+        return False
 
     dropped: set[int] = set()
     starts: list[tuple[int, str]] = []
@@ -272,12 +291,21 @@ def _choose(
         nonlocal left
         spec: JobSpec = view.job(job)
         need = spec.num_gpus
-        types = [t for t in types_for(view, spec, Pool.TRAINING, need, type_order) if need <= budget.get(t, -1)]
-        if types:
-            t = next((t for t in types if need <= budget[t] - below[t]), types[0])
-            starts.append((job, t))
-            budget[t] -= need
-            left -= need
+        fallback = None  # the first type whose budget holds it, if none holds it without displacing
+        for t in types(view, spec):
+            b = budget.get(t, -1)
+            if need <= b:
+                if need <= b - below[t]:
+                    break
+                if fallback is None:
+                    fallback = t
+        else:
+            if fallback is None:
+                return
+            t = fallback
+        starts.append((job, t))
+        budget[t] -= need
+        left -= need
 
     # the running jobs (all of them) and the pending ones of the classes that still fit, merged:
     # the running rows i..j-1 rank above the next pending job
