@@ -3,9 +3,9 @@
 ``solve_mckp(groups, capacity)``: ``groups[g]`` is a list of ``(weight, value)`` options; choose at
 most one option per group so that the total weight is at most ``capacity`` and the total value is
 as large as possible. Returns the chosen option index per group, ``-1`` for none.
-``solve_mckp_dense(values, capacity)`` is the same for groups whose options weigh 1, 2, ...
-(``values[g][i]`` is the value of option ``i``, of weight ``i + 1``), Aryl's shape, without the
-conversion.
+``solve_mckp_dense(values, sizes, capacity)`` is the same for groups whose options weigh 1, 2,
+... (the values of every group one after the other, ``sizes[g]`` of them for group ``g``), Aryl's
+shape, without the conversion.
 
 Algorithm. ``best_g[c]`` = the largest value from groups ``0..g-1`` with total weight ``<= c``
 (``best_0 = 0``). Group ``g`` turns it into
@@ -38,8 +38,8 @@ every option is heavier than the capacity (those take nothing).
 from __future__ import annotations
 
 import functools
-import itertools
 from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -83,12 +83,11 @@ def solve_mckp(groups: Sequence[Sequence[Option]], capacity: int) -> list[int]:
     g = gid[use]
     tops = np.zeros(len(groups), dtype=np.int64)
     np.maximum.at(tops, g, w)
-    width = int(tops.max()) + 1
-    dense = np.full((len(groups), width), _NEG)
+    dense = np.full((len(groups), int(tops.max()) + 1), _NEG)
     dense[:, 0] = 0.0
     np.maximum.at(dense, (g, w), flat_v[use])
-    starts = np.arange(len(groups), dtype=np.int64) * width + 1
-    weights = _solve(dense[:, 0].copy(), dense.ravel(), starts, tops, capacity)
+    rest = dense[:, 1:][np.arange(dense.shape[1] - 1) < tops[:, None]]  # weights 1..W_g, group by group
+    weights = _solve(dense[:, 0].copy(), rest, tops, capacity, False)
     choice = [-1] * len(groups)
     for k, wk in enumerate(weights):
         if wk >= 0:
@@ -97,64 +96,102 @@ def solve_mckp(groups: Sequence[Sequence[Option]], capacity: int) -> list[int]:
     return choice
 
 
-def solve_mckp_dense(values: Sequence[Sequence[float]], capacity: int) -> list[int]:
-    """:func:`solve_mckp` for ``groups[g] = [(1, values[g][0]), (2, values[g][1]), ...]``: the
-    same choices (option index per group, -1 = none), without building the option lists.
+def solve_mckp_dense(
+    values: Sequence[float] | np.ndarray, sizes: Sequence[int] | np.ndarray, capacity: int
+) -> list[int]:
+    """:func:`solve_mckp` for ``groups[g] = [(1, v[0]), (2, v[1]), ...]`` where ``v`` is group g's
+    slice of ``values`` (the groups' values one after the other, ``sizes[g]`` of them): the same
+    choices (option index per group, -1 = none), without building the option lists.
 
-    :param values: per group, the values of 1, 2, ... units (finite).
+    :param values: every group's values of 1, 2, ... units (finite), group after group.
+    :param sizes: how many values each group has.
     :param capacity: integer >= 0.
-    :raises ValueError: on a negative or fractional capacity, or a non-finite value.
+    :raises ValueError: on a negative or fractional capacity, a non-finite value, or sizes that do
+        not add up to the values.
     """
-    capacity = _check_capacity(capacity)
-    sizes = np.fromiter(map(len, values), np.int64, len(values))
-    flat = np.fromiter(itertools.chain.from_iterable(values), float, int(sizes.sum()))
-    if not np.isfinite(flat).all():
-        i = int(np.flatnonzero(~np.isfinite(flat))[0])
-        g = int(np.searchsorted(np.cumsum(sizes), i, side="right"))
-        raise ValueError(f"group {g}: values must be finite, got {float(flat[i])!r}")
-    starts = np.zeros(len(sizes), dtype=np.int64)
-    np.cumsum(sizes[:-1], out=starts[1:])
-    weights = _solve(np.zeros(len(sizes)), flat, starts, np.minimum(sizes, capacity), capacity)
+    vals, n = np.asarray(values, dtype=np.float64), np.asarray(sizes, dtype=np.int64)
+    weights = _solve(
+        np.zeros(len(n)), np.ascontiguousarray(vals), np.ascontiguousarray(n), _check_capacity(capacity), True
+    )
     return [w - 1 if w > 0 else -1 for w in weights]
 
 
 _workspace = np.empty(0)
 
 
-def _solve(d0: np.ndarray, vals: np.ndarray, starts: np.ndarray, tops: np.ndarray, capacity: int) -> list[int]:
+def _solve(d0: np.ndarray, vals: np.ndarray, sizes: np.ndarray, capacity: int, check: bool) -> list[int]:
     """The chosen weight per group (-1 = none). Group ``g``'s dense vector is ``d0[g]`` at weight
-    0 and ``vals[starts[g] + w - 1]`` at weight ``w = 1..tops[g]`` (``tops[g] <= capacity``)."""
+    0 and its ``sizes[g]`` entries of ``vals`` (groups one after the other) at weights 1, 2, ...;
+    those above ``capacity`` are left out. ``check``: refuse a non-finite entry of ``vals``."""
     global _workspace
-    n = len(tops)
+    n = len(sizes)
     if _workspace.size < (n + 1) * (capacity + 1):
         _workspace = np.empty((n + 1) * (capacity + 1))
     out = np.empty(n, dtype=np.int64)
-    _kernel()(d0, vals, starts, tops, capacity, _workspace, out)
+    bad = _dp(d0, vals, sizes, capacity, check, _workspace, out)
+    if bad == -2:
+        raise ValueError(f"sizes add up to {int(np.sum(sizes))} values, got {len(vals)}")
+    if bad >= 0:
+        g = int(np.searchsorted(np.cumsum(sizes), bad, side="right"))
+        raise ValueError(f"group {g}: values must be finite, got {float(vals[bad])!r}")
     return out.tolist()  # type: ignore[no-any-return]
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def compiled(fn: F) -> F:
+    """``fn`` compiled by numba (nopython; IEEE division: ``x / 0`` is inf or nan, no exception;
+    cached on disk beside its file, or in numba's user-wide cache where that is read-only) on
+    its first call: numba is imported only then, most runs never need it."""
+    jitted: Callable[..., Any] | None = None
+
+    @functools.wraps(fn)
+    def call(*args: Any) -> Any:
+        nonlocal jitted
+        if jitted is None:
+            import numba
+
+            jitted = numba.njit(cache=True, nogil=True, error_model="numpy")(fn)
+        return jitted(*args)
+
+    return call  # type: ignore[return-value]
+
+
+@compiled
 def _dp(
     d0: np.ndarray,
     vals: np.ndarray,
-    starts: np.ndarray,
-    tops: np.ndarray,
+    sizes: np.ndarray,
     capacity: int,
+    check: bool,
     table: np.ndarray,
     out: np.ndarray,
-) -> None:  # pragma: no cover - compiled by numba
+) -> int:
     """The recurrence and the walk-back (module docstring) for :func:`_solve`'s groups; row ``g``
     of the DP table is ``table[g * (capacity + 1):][: capacity + 1]``; ``out[g]``: the chosen
-    weight (-1 = none)."""
-    n = tops.shape[0]
+    weight (-1 = none). Returns -1, or -2 if the sizes do not add up to ``vals``, or the index of
+    the first non-finite entry of ``vals`` when ``check`` (then nothing is solved)."""
+    n = sizes.shape[0]
     width = capacity + 1
+    starts = np.empty(n, dtype=np.int64)  # vals[starts[g] + w - 1]: group g's value at weight w
     after = 0  # the largest weights still to come
+    k = 0
     for g in range(n):
-        after += tops[g]
+        starts[g] = k
+        k += sizes[g]
+        after += min(sizes[g], capacity)
+    if k != vals.shape[0]:
+        return -2
+    if check:
+        for i in range(k):
+            if not np.isfinite(vals[i]):
+                return i
     for c in range(width):
         table[c] = 0.0
     reach = 0  # best_g is flat beyond it
     for g in range(n):
-        top = tops[g]
+        top = min(sizes[g], capacity)
         after -= top
         p = g * width
         q = p + width
@@ -189,21 +226,13 @@ def _dp(
         s = starts[g] - 1
         pick = 0
         if table[p + at] + d0[g] != target:
-            for w in range(1, min(tops[g], at) + 1):
+            for w in range(1, min(sizes[g], capacity, at) + 1):
                 if table[p + at - w] + vals[s + w] == target:
                     pick = w
                     break
         out[g] = pick
         at -= pick
-
-
-@functools.cache
-def _kernel() -> Callable[..., None]:
-    """:func:`_dp` compiled (numba is imported on the first solve only: most users of this
-    package never need it)."""
-    import numba
-
-    return numba.njit(cache=True, nogil=True)(_dp)  # type: ignore[no-any-return]
+    return -1
 
 
 def mckp_value(groups: Sequence[Sequence[Option]], choice: Sequence[int]) -> tuple[int, float]:
