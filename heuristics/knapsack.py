@@ -142,8 +142,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def compiled(fn: F) -> F:
     """``fn`` compiled by numba (nopython; IEEE division: ``x / 0`` is inf or nan, no exception;
-    cached on disk beside its file, or in numba's user-wide cache where that is read-only) on
-    its first call: numba is imported only then, most runs never need it."""
+    cached on disk beside its file, or in numba's user-wide cache where that is read-only, or not
+    at all where both are) on its first call: numba is imported only then, most runs never need
+    it."""
     jitted: Callable[..., Any] | None = None
 
     @functools.wraps(fn)
@@ -152,7 +153,10 @@ def compiled(fn: F) -> F:
         if jitted is None:
             import numba
 
-            jitted = numba.njit(cache=True, nogil=True, error_model="numpy")(fn)
+            try:
+                jitted = numba.njit(cache=True, nogil=True, error_model="numpy")(fn)
+            except RuntimeError:  # no writable cache location (read-only tree and home): compile anew
+                jitted = numba.njit(nogil=True, error_model="numpy")(fn)
         return jitted(*args)
 
     return call  # type: ignore[return-value]
