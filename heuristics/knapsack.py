@@ -210,12 +210,13 @@ def _dp(
         for c in range(lo):
             table[q + c] = -np.inf
         for c in range(lo, hi + 1):
-            m = table[p + c] + z
-            for w in range(1, min(top, c) + 1):
-                x = table[p + c - w] + vals[s + w]
-                if x > m:
-                    m = x
-            table[q + c] = m
+            table[q + c] = table[p + c] + z
+        for w in range(1, top + 1):  # weight by weight: the inner loop runs along the row
+            v = vals[s + w]
+            for c in range(max(lo, w), hi + 1):
+                x = table[p + c - w] + v
+                m = table[q + c]
+                table[q + c] = x if x > m else m
         m = table[q + hi]
         for c in range(hi + 1, width):
             table[q + c] = m
