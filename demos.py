@@ -24,6 +24,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from agents import dataset as ds
+from agents import smoke
 from envs.core import Components
 from envs.sim.config import ConfigError, HelpFormatter, parse_sets
 from envs.sim.inference import InferenceConfigError
@@ -58,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError("--expert names no heuristic.")
         if len(set(experts)) < len(experts):
             raise ConfigError(f"--expert names a heuristic twice: '{args.expert}'.")
-        overrides = tuple(parse_sets(args.sets).items())
+        overrides = tuple(smoke.sets(parse_sets(args.sets)).items())
+        args.episodes = smoke.count(args.episodes, 1)
         configs = [
             ds.RecordConfig(
                 expert=e,

@@ -36,7 +36,7 @@ from rich.table import Table
 from rich.text import Text
 
 from agents import evaluation as ev
-from agents import trained
+from agents import smoke, trained
 from envs.sim.config import ConfigError, HelpFormatter
 from envs.sim.inference import InferenceConfigError
 from envs.sim.workload import TraceError
@@ -91,7 +91,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def plan(args: argparse.Namespace) -> tuple[list[ev.Task], str]:
     """The sweep's tasks and the reference policy; raises the user's error."""
-    grid = ev.parse_grid(args.sets)
+    grid = [smoke.sets(g) for g in ev.parse_grid(args.sets)]
     scenario_names = ev.parse_names(args.scenarios, "scenarios") if args.scenarios else ["default"]
     if args.trace:
         if args.scenarios and scenario_names != ["trace"]:
@@ -101,9 +101,10 @@ def plan(args: argparse.Namespace) -> tuple[list[ev.Task], str]:
             raise ConfigError("give the trace either with --trace or with --set workload.trace, not both.")
         grid = [g | {"workload.trace": args.trace} for g in grid]
     policies = ev.parse_names(args.policies, "policies")
-    seeds = ev.parse_seeds(args.seeds)
+    seeds = smoke.seeds(ev.parse_seeds(args.seeds))
     if args.workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {args.workers}.")
+    args.workers = smoke.count(args.workers, smoke.WORKERS)
     if args.backend == "ray":
         ev.require_ray()
     if args.out and Path(args.out).exists() and not Path(args.out).is_dir():

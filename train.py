@@ -234,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(args: argparse.Namespace, argv: list[str] | None, console: Console, where: list[Path]) -> int:
-    from agents import rundir
+    from agents import rundir, smoke
     from agents.dual import AGENTS, Trainer
     from envs.sim.config import ConfigError
     from envs.sim.inference import InferenceConfigError
@@ -248,10 +248,11 @@ def _main(args: argparse.Namespace, argv: list[str] | None, console: Console, wh
             run = Path(args.resume)
             where.append(run)
             saved = rundir.load_config(run)
+            args.total_steps, args.eval_every = smoke.steps(args.total_steps), smoke.steps(args.eval_every)
             config = rundir.resumed_config(run, saved, build_config(args, saved), flag_of)
             config.validate(flag_of)
         else:
-            config = build_config(args)
+            config = smoke.train_config(build_config(args))
             config.validate(flag_of)
             rundir.check_folder(Path(args.out), "--out")
         if config.bc and not args.resume:
@@ -327,7 +328,7 @@ def _main(args: argparse.Namespace, argv: list[str] | None, console: Console, wh
 
 def _seeds(args: argparse.Namespace, command: list[str], console: Console) -> int:
     """--seeds: one run per seed (here or as Ray tasks), then their summary over the seeds."""
-    from agents import multiseed, rundir
+    from agents import multiseed, rundir, smoke
     from envs.sim.config import ConfigError
     from envs.sim.inference import InferenceConfigError
     from envs.sim.workload import TraceError
@@ -338,8 +339,8 @@ def _seeds(args: argparse.Namespace, command: list[str], console: Console) -> in
                 raise ConfigError(f"--seeds trains new runs of each seed it names, so {flag} cannot be given with it.")
         if args.address and args.backend != "ray":
             raise ConfigError("--address names a Ray cluster, so it needs --backend ray.")
-        seeds = multiseed.parse_seeds(args.seeds)
-        config = build_config(args)
+        seeds = smoke.seeds(multiseed.parse_seeds(args.seeds))
+        config = smoke.train_config(build_config(args))
         for s in sorted({seeds[0], seeds[-1], min(seeds), max(seeds)}):
             dataclasses.replace(config, seed=s).validate(flag_of)
         rundir.check_folder(Path(args.out), "--out")

@@ -22,6 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agents import evaluation as ev
+from agents import smoke
 from envs.sim.config import ConfigError
 from heuristics import registry
 
@@ -43,10 +44,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", type=Path, default=None, help="also write the table as JSON")
     args = p.parse_args(argv)
     try:
-        seeds = ev.parse_seeds(args.seeds)
+        seeds = smoke.seeds(ev.parse_seeds(args.seeds))
         policies = ev.parse_names(args.policies, "policies")
         sigmas = [float(x) for x in args.sigmas.split(",") if x.strip()]
-        columns = settings(sigmas)
+        columns = [(label, smoke.sets(sets)) for label, sets in settings(sigmas)]
         tasks, skipped = [], set()
         for label, sets in columns:
             for policy in policies:
@@ -57,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, ValueError) as e:
         print(f"error: {e}")
         return 2
-    results = ev.execute(tasks, workers=args.workers)
+    results = ev.execute(tasks, workers=smoke.count(args.workers, smoke.WORKERS))
     jct: dict[tuple[str, str], list[float]] = {}
     label_of = {json.dumps(s, sort_keys=True): label for label, s in columns}
     for r in results:

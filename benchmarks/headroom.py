@@ -48,6 +48,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agents import evaluation as ev
+from agents import smoke
 from agents import tasks as suite
 from envs.core import Components, Core, CoreConfig
 from envs.sim.config import ConfigError
@@ -217,8 +218,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     try:
         task = suite.get(args.task)
-        seeds = ev.parse_seeds(args.seeds)
-        sets = dict(task.sets) | dict(kv.split("=", 1) for kv in args.set)
+        seeds = smoke.seeds(ev.parse_seeds(args.seeds))
+        sets = smoke.sets(dict(task.sets) | dict(kv.split("=", 1) for kv in args.set))
         base = args.base or task.heuristics[0]
         components = Components(base, base, base, base)
         config = CoreConfig.from_kwargs(scenario=task.scenario, overrides=sets, components=components)

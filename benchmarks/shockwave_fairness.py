@@ -5,10 +5,14 @@ repository would compute them from the same runs.
     .venv/bin/python benchmarks/shockwave_fairness.py [--policies shockwave,themis] [--seeds 0-4] [--workers 2]
         [--set key=value ...]
 
+A policy may carry its settings as ``NAME:KEY=VALUE[;KEY=VALUE]``: ``--policies
+"shockwave,themis:allocation=shares"`` runs Themis as the repository runs it.
+
 Per policy, means over the seeds of the run-wide finish-time fairness (``worst_ftf_run``,
 ``unfair_fraction_run``: rho = JCT / (isolated duration x max(1, jobs / GPUs)), the figure of the
 repository's ``Scheduler.get_finish_time_fairness``), then the same with the repository's
-isolated durations, then the unfair share by isolated-duration quartile.
+isolated durations, the mean rho of the unfair jobs (how late they are, over all seeds' unfair
+jobs), then the unfair share by isolated-duration quartile.
 
 The repository's isolated duration of a job is the sum of its profiled epoch times
 (``utils.get_accordion_bs_pattern``): an Accordion job keeps its initial batch for the first 30%
@@ -36,6 +40,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from agents import smoke
 from envs.sim import scenarios
 from envs.sim.config import ConfigError, parse_sets
 from envs.sim.model import JobSpec
@@ -57,11 +62,17 @@ def repo_isolated(job: JobSpec) -> float:
     return drawn * isolated_factor(((0.0, 1.0), (PROFILE_CRITICAL, ph[1][1]), *ph[2:]))
 
 
+def policy_of(text: str) -> tuple[str, dict[str, str]]:
+    """``NAME:KEY=VALUE;KEY=VALUE`` -> (name, settings)."""
+    name, _, rest = text.partition(":")
+    return name, parse_sets([kv for kv in rest.split(";") if kv]) if rest else {}
+
+
 def run(policy: str, seed: int, sets: dict[str, str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """rho over our isolated durations, rho over the repository's, and our isolated durations."""
     sc = scenarios.get("dynamic", sets)
     built = scenarios.build(sc, seed)
-    result = scenarios.simulate(sc, make(policy), seed)
+    result = scenarios.simulate(sc, make(*policy_of(policy)), seed)
     gpus = sum(s.num_gpus for s in built.servers)
     contention = max(1.0, len(built.jobs) / gpus)
     jct = np.asarray(result.finish) - np.asarray(result.submit)
@@ -88,25 +99,35 @@ def main() -> int:
     p.add_argument("--set", dest="sets", action="append", default=[], help="scenario override key=value")
     args = p.parse_args()
     try:
-        policies, seeds, sets = args.policies.split(","), seeds_arg(args.seeds), parse_sets(args.sets)
+        policies, seeds, sets = (
+            args.policies.split(","),
+            smoke.seeds(seeds_arg(args.seeds)),
+            smoke.sets(parse_sets(args.sets)),
+        )
         scenarios.get("dynamic", sets)
         for pol in policies:
-            make(pol)
+            make(*policy_of(pol))
     except (ConfigError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     tasks = [(pol, s, sets) for pol in policies for s in seeds]
-    with ProcessPoolExecutor(args.workers) as pool:
+    with ProcessPoolExecutor(smoke.count(args.workers, smoke.WORKERS)) as pool:
         runs = dict(zip([t[:2] for t in tasks], pool.map(run, *zip(*tasks, strict=True)), strict=True))
     where = "".join(f", {k}={v}" for k, v in sets.items())
     print(f"dynamic{where}, seeds {args.seeds}: means over seeds; unfair = share of jobs with rho > {UNFAIR}")
-    print(f"{'policy':12} {'worst rho':>9} {'unfair':>7} | {'repo denominator':>24} | unfair by duration quartile")
+    width = max(12, *(len(p) for p in policies))
+    print(
+        f"{'policy':{width}} {'worst rho':>9} {'unfair':>7} | {'repo denominator':>24} | {'unfair rho':>10} | "
+        "unfair by duration quartile"
+    )
     for pol in policies:
         ours, repo = ([runs[pol, s][k] for s in seeds] for k in (0, 1))
         rho, dur = np.concatenate(ours), np.concatenate([runs[pol, s][2] for s in seeds])
         quart = np.searchsorted(np.quantile(dur, [0.25, 0.5, 0.75]), dur, side="right")
         by_q = " ".join(f"{np.mean(rho[quart == q] > UNFAIR):.2f}" for q in range(4))
-        print(f"{pol:12} {figures(ours)} | {'':8} {figures(repo)} | {by_q}")
+        late = rho[rho > UNFAIR]
+        late_rho = late.mean() if late.size else 1.0
+        print(f"{pol:{width}} {figures(ours)} | {'':8} {figures(repo)} | {late_rho:10.2f} | {by_q}")
     return 0
 
 

@@ -52,6 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np
 
+from agents import smoke
 from benchmarks.env_speed import Row, report
 from envs.sim import scenarios
 from envs.sim.engine import Engine, SimConfig
@@ -112,10 +113,10 @@ def replay_trace(copies: int, folder: str) -> str:
 def run_replay(copies: int) -> list[Row]:
     """fifo and aryl once each on the repeated trace: rows of jobs/s (aryl's ratio to fifo's)."""
     with tempfile.TemporaryDirectory() as folder:
-        s = scenarios.get("trace", {"workload.trace": replay_trace(copies, folder)})
+        s = scenarios.get("trace", smoke.sets({"workload.trace": replay_trace(copies, folder)}))
         rates: dict[str, float] = {}
         for name in ("fifo", "aryl"):
-            simulate(scenarios.get("trace", {"workload.num_jobs": "200"}), make(name), 0)  # warm-up
+            simulate(scenarios.get("trace", smoke.sets({"workload.num_jobs": "200"})), make(name), 0)  # warm-up
             policy = make(name)
             b = scenarios.build(s, 0, policy.borrows)
             engine = Engine(
@@ -230,6 +231,11 @@ def main() -> int:
     p.add_argument("--replay", type=int, default=20, help="copies of the ITP trace in the replay case (0: skip it)")
     p.add_argument("--check", action="store_true", help="exit with status 1 if a ratio is below its target")
     args = p.parse_args()
+    args.jobs, args.repeat, args.replay = (
+        smoke.count(args.jobs, smoke.JOBS),
+        smoke.count(args.repeat, 1),
+        smoke.count(args.replay, 1),
+    )
     if args.burst:
         run_burst(args.burst, (args.policies or "fifo,sjf,tiresias,aryl").split(","), args.timeout, args.profile)
         return 0

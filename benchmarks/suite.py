@@ -30,6 +30,7 @@ from scipy import stats
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agents import evaluation as ev
+from agents import smoke
 from agents import tasks as suite
 from agents.trained import AGENT_PREFIX
 from envs.sim.config import ConfigError
@@ -67,8 +68,8 @@ def run_task(
     task: suite.BenchTask, seeds: Sequence[int], agents: Sequence[str], workers: int, backend: str
 ) -> tuple[list[Row], dict[str, dict[int, float]]]:
     policies = [*task.heuristics, *task.oracles, *agents]
-    plan = ev.plan(policies, [task.scenario], seeds, [dict(task.sets)])
-    results = ev.execute(plan, backend=backend, workers=workers)
+    plan = ev.plan(policies, [task.scenario], seeds, [smoke.sets(dict(task.sets))])
+    results = ev.execute(plan, backend=backend, workers=smoke.count(workers, smoke.WORKERS))
     per_seed: dict[str, dict[int, float]] = {}
     for r in results:
         value = r.metrics[task.metric]
@@ -154,7 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         chosen = [suite.get(n) for n in ev.parse_names(args.tasks, "task")]
         for task in chosen:
-            seeds = ev.parse_seeds(args.seeds) if args.seeds else list(task.test_seeds)
+            seeds = smoke.seeds(ev.parse_seeds(args.seeds) if args.seeds else list(task.test_seeds))
             agents = ev.parse_names(args.agents, "agent") if args.agents else default_agents(task)
             rows, per_seed = run_task(task, seeds, agents, args.workers, args.backend)
             lines = render(task, rows, seeds)

@@ -65,14 +65,16 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from envs.sim.policy import Action, Alloc, ClusterView, JobStatus, Migrate, Scale
 from heuristics.aryl_config import ArylConfig, Phase1Order
 from heuristics.aryl_place import ArylPlacement, FreeMap, Key, plan
 from heuristics.common import Size
-from heuristics.knapsack import solve_mckp_dense
+from heuristics.knapsack import compiled, solve_mckp_dense
 
 _RUNNING = JobStatus.RUNNING  # (a module constant: an enum member lookup costs more than the test)
 
@@ -196,6 +198,25 @@ def _div(a: float, b: float) -> float:
     if b:
         return a / b
     return math.nan if a == 0 or a != a else math.copysign(math.inf, a)
+
+
+@compiled
+def _values(rems: np.ndarray, rates: np.ndarray, pens: np.ndarray, tops: np.ndarray) -> np.ndarray:
+    """Phase 2's option values, job after job: job k (remaining work ``rems[k]``, the next
+    ``tops[k] + 1`` entries of ``rates`` and ``pens``, for x = 0..top extra GPUs) has the values of
+    x = 1..top, ``((T(0) - T(x)) - pen(x)) - ((T(0) - T(0)) - pen(0))`` with ``T(x) = rem /
+    rate(x)`` (IEEE: a zero rate gives inf or nan, which the knapsack refuses)."""
+    out = np.empty(tops.sum())
+    i = j = 0  # where job k's entries start in rates and pens, and in out
+    for k in range(tops.shape[0]):
+        rem = rems[k]
+        t0 = rem / rates[i]
+        v0 = (t0 - t0) - pens[i]
+        for x in range(1, tops[k] + 1):
+            out[j] = ((t0 - rem / rates[i + x]) - pens[i + x]) - v0
+            j += 1
+        i += tops[k] + 1
+    return out
 
 
 @dataclass
@@ -422,10 +443,8 @@ class ArylScaling:
         return r[: c.top + 1]
 
     def allocate(self, view: ClusterView, group: list[_Cand], cap: int, fm: FreeMap) -> None:
-        """Set ``new`` (extra GPUs) of every job of one GPU type: the knapsack. The values are the
-        module docstring's, computed job by job in plain floats with the very operations (and so
-        the very roundings) of the vectorised formula ``(T(0) - T(x) - pen(x)) - (T(0) - T(0) -
-        pen(0))``."""
+        """Set ``new`` (extra GPUs) of every job of one GPU type: the knapsack, on the module
+        docstring's values (:func:`_values`)."""
         gpu_type = group[0].gpu_type
         size = fm.index.type_size[gpu_type]
         if cap == 0:  # every option above 0 weighs more than the capacity (the test below, cheaper)
@@ -439,35 +458,25 @@ class ArylScaling:
             return
         now = view.now
         rates, pens = self._rates, self._pens
-        values: list[Sequence[float]] = []
+        rems: list[float] = []  # per job with options
+        rs: list[float] = []  # its rates on base + 0..top workers, job after job
+        ps: list[float] = []  # its restart costs of 0..top extra GPUs, job after job
         for c, top in zip(group, tops, strict=True):
             if top <= 0:
-                values.append(())
                 continue
             job = c.job
             r = rates.get((job, gpu_type, len(c.base_servers)))
             if r is None or len(r) <= c.top:
                 r = self.rates(view, c, size)
-            rem = view.remaining_work(job)
             left = view.restarting_until(job) - now
             pen = pens.get((c.base, top, c.cur)) if left <= 0.0 and not c.doomed else None
             if pen is None:
                 pen = self._penalty(c, top, left if left > 0.0 else 0.0)
-            # rem / r[x]: the remaining time on base + x workers; values relative to x = 0
-            r0 = r[0]
-            if top == 1 and r0 and r[1]:
-                t0 = rem / r0
-                values.append((((t0 - rem / r[1]) - pen[1]) - ((t0 - t0) - pen[0]),))
-            elif 0.0 in r[: top + 1]:
-                t = [_div(rem, x) for x in r[: top + 1]]
-                t0 = t[0]
-                v0 = (t0 - t0) - pen[0]
-                values.append([((t0 - tx) - px) - v0 for tx, px in zip(t[1:], pen[1:], strict=True)])
-            else:
-                t0 = rem / r0
-                v0 = (t0 - t0) - pen[0]
-                values.append([((t0 - rem / x) - px) - v0 for x, px in zip(r[1 : top + 1], pen[1:], strict=True)])
-        choice = solve_mckp_dense(values, cap)
+            rems.append(view.remaining_work(job))
+            rs += r[: top + 1]
+            ps += pen
+        values = _values(np.array(rems), np.array(rs), np.array(ps), np.array([t for t in tops if t > 0]))
+        choice = solve_mckp_dense(values, np.array(tops), cap)
         for c, i in zip(group, choice, strict=True):
             c.new = i + 1 if i >= 0 else 0
 

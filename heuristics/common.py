@@ -12,6 +12,8 @@ from envs.sim.model import JobSpec, Pool
 from envs.sim.policy import Alloc, ClusterView, JobStatus, Start
 from envs.sim.settings import Choice, Settings
 
+_PENDING = JobStatus.PENDING  # bound once: a member lookup costs ten globals
+
 TRAINING_ONLY: tuple[Pool, ...] = (Pool.TRAINING,)
 TYPE_ORDERS = ("fastest", "listed")
 """How a placement orders the GPU types a job allows within a pool: ``fastest`` first for that
@@ -158,11 +160,11 @@ class SortedQueue:
         i = 0
         while i < len(items):
             job = items[i][1]
-            if view.status_of(job) != JobStatus.PENDING:
+            if view.status_of(job) != _PENDING:
                 del items[i]
                 continue
             yield job
-            if i < len(items) and items[i][1] == job and view.status_of(job) != JobStatus.PENDING:
+            if i < len(items) and items[i][1] == job and view.status_of(job) != _PENDING:
                 del items[i]
             else:
                 i += 1
@@ -175,13 +177,94 @@ Size = tuple[int, frozenset[str] | None]
 """A size class: (GPUs, the GPU types allowed; None = any)."""
 
 
+class SortedKeys:
+    """Unique keys in order, in blocks of at most ``2 * BLOCK``: adding or removing one moves at
+    most a block's items, not the whole list (a queue of 100,000 jobs stays cheap to edit)."""
+
+    BLOCK = 512
+
+    def __init__(self) -> None:
+        self._blocks: list[list[tuple[float, ...]]] = []
+        self._maxes: list[tuple[float, ...]] = []  # each block's last key
+        self._n = 0
+
+    def __len__(self) -> int:
+        return self._n
+
+    def add(self, key: tuple[float, ...]) -> None:
+        blocks, maxes = self._blocks, self._maxes
+        self._n += 1
+        if not blocks:
+            blocks.append([key])
+            maxes.append(key)
+            return
+        b = bisect.bisect_left(maxes, key)
+        if b == len(maxes):
+            b -= 1
+            blocks[b].append(key)
+            maxes[b] = key
+        else:
+            bisect.insort(blocks[b], key)
+        block = blocks[b]
+        if len(block) > 2 * self.BLOCK:
+            blocks.insert(b + 1, block[self.BLOCK :])
+            del block[self.BLOCK :]
+            maxes.insert(b, block[-1])
+
+    def extend(self, keys: Iterable[tuple[float, ...]]) -> None:
+        """Add many keys (one sort when they are many beside those already here)."""
+        keys = list(keys)
+        if 8 * len(keys) < self._n:
+            for key in keys:
+                self.add(key)
+            return
+        items = [k for block in self._blocks for k in block]
+        items.extend(keys)
+        items.sort()
+        step = self.BLOCK
+        self._blocks = [items[i : i + step] for i in range(0, len(items), step)]
+        self._maxes = [block[-1] for block in self._blocks]
+        self._n = len(items)
+
+    def remove(self, key: tuple[float, ...]) -> None:
+        """Remove ``key`` (it must be there)."""
+        blocks, maxes = self._blocks, self._maxes
+        b = bisect.bisect_left(maxes, key)
+        block = blocks[b]
+        i = bisect.bisect_left(block, key)
+        assert block[i] == key
+        del block[i]
+        self._n -= 1
+        if not block:
+            del blocks[b]
+            del maxes[b]
+        elif i == len(block):
+            maxes[b] = block[-1]
+
+    def first(self) -> tuple[float, ...]:
+        """The smallest key (there must be one)."""
+        return self._blocks[0][0]
+
+    def after(self, key: tuple[float, ...]) -> tuple[float, ...] | None:
+        """The smallest key above ``key`` (which need not be there), or None."""
+        b = bisect.bisect_right(self._maxes, key)
+        if b == len(self._maxes):
+            return None
+        block = self._blocks[b]
+        return block[bisect.bisect_right(block, key)]
+
+    def __iter__(self) -> Iterator[tuple[float, ...]]:
+        for block in self._blocks:
+            yield from block
+
+
 class RankedQueue:
     """Pending jobs in the order of a key (keys are unique: they end with the job id), one sorted
     list per size class, so that a walk passes over a whole class that cannot fit in one step.
     A job has at most one entry: adding it again moves it."""
 
     def __init__(self) -> None:
-        self._lists: dict[Size, list[tuple[float, ...]]] = {}
+        self._lists: dict[Size, SortedKeys] = {}
         self._key: dict[int, tuple[float, ...]] = {}
         self._size: dict[int, Size] = {}
 
@@ -192,13 +275,36 @@ class RankedQueue:
         self.discard(job)
         self._key[job] = key
         self._size[job] = size
-        bisect.insort(self._lists.setdefault(size, []), key)
+        items = self._lists.get(size)
+        if items is None:
+            items = self._lists[size] = SortedKeys()
+        items.add(key)
+
+    def extend(self, entries: Iterable[tuple[int, tuple[float, ...], Size]]) -> None:
+        """``add`` each (job, key, size) of ``entries`` (a job listed twice keeps its last
+        entry); a burst is sorted in once per class instead of inserted one by one."""
+        last = {job: (key, size) for job, key, size in entries}
+        if len(last) <= 32:
+            for job, (key, size) in last.items():
+                self.add(job, key, size)
+            return
+        for job in last:
+            self.discard(job)
+        new: dict[Size, list[tuple[float, ...]]] = {}
+        for job, (key, size) in last.items():
+            self._key[job] = key
+            self._size[job] = size
+            new.setdefault(size, []).append(key)
+        for size, keys in new.items():
+            items = self._lists.get(size)
+            if items is None:
+                items = self._lists[size] = SortedKeys()
+            items.extend(keys)
 
     def discard(self, job: int) -> None:
         key = self._key.pop(job, None)
         if key is not None:
-            items = self._lists[self._size.pop(job)]
-            del items[bisect.bisect_left(items, key)]
+            self._lists[self._size.pop(job)].remove(key)
 
     def walk(self, fits: Callable[[Size], bool]) -> Iterator[tuple[float, ...]]:
         """The keys in order, of the size classes that ``fits``: asked when a class's next key
@@ -207,7 +313,7 @@ class RankedQueue:
         yielded."""
         lists = [items for items in self._lists.values() if items]
         sizes = [size for size, items in self._lists.items() if items]
-        heap = [(items[0], c) for c, items in enumerate(lists)]
+        heap = [(items.first(), c) for c, items in enumerate(lists)]
         heapq.heapify(heap)
         while heap:
             key, c = heap[0]
@@ -215,10 +321,9 @@ class RankedQueue:
                 heapq.heappop(heap)
                 continue
             yield key
-            items = lists[c]
-            i = bisect.bisect_right(items, key)
-            if i < len(items):
-                heapq.heapreplace(heap, (items[i], c))
+            following = lists[c].after(key)
+            if following is not None:
+                heapq.heapreplace(heap, (following, c))
             else:
                 heapq.heappop(heap)
 

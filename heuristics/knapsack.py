@@ -3,36 +3,28 @@
 ``solve_mckp(groups, capacity)``: ``groups[g]`` is a list of ``(weight, value)`` options; choose at
 most one option per group so that the total weight is at most ``capacity`` and the total value is
 as large as possible. Returns the chosen option index per group, ``-1`` for none.
-``solve_mckp_dense(values, capacity)`` is the same for groups whose options weigh 1, 2, ...
-(``values[g][i]`` is the value of option ``i``, of weight ``i + 1``), Aryl's shape, without the
-conversion.
+``solve_mckp_dense(values, sizes, capacity)`` is the same for groups whose options weigh 1, 2,
+... (the values of every group one after the other, ``sizes[g]`` of them for group ``g``), Aryl's
+shape, without the conversion.
 
 Algorithm. ``best_g[c]`` = the largest value from groups ``0..g-1`` with total weight ``<= c``
 (``best_0 = 0``). Group ``g`` turns it into
 ``best_{g+1}[c] = max(best_g[c], max_i best_g[c - w_i] + v_i)``: a max-plus convolution with the
 group's option vector. The options of a group become a dense vector over weights ``0..W_g``
 (``-inf`` where no option has that weight; weight 0 also holds "take nothing", value 0), so
-``best_{g+1}[c] = max_w best_g[c - w] + dense_g[w]`` (``-inf`` for ``c - w < 0``): O(groups x
-options x capacity) in total. Two exact bounds shrink the work: after ``g`` groups nothing heavier
-than the sum of their largest weights is reachable (``best`` is flat beyond it), and capacities
-below ``capacity`` minus the largest weights still to come can never lead to the answer (they are
-set to ``-inf``). The table of every ``best_g`` is kept; the choices are read back from the last
-group to the first. Float64 throughout: the comparisons must be exact.
+``best_{g+1}[c] = max_w best_g[c - w] + dense_g[w]`` (terms with ``c - w < 0`` left out):
+O(groups x options x capacity) in total. Two exact bounds shrink the work: after ``g`` groups
+nothing heavier than the sum of their largest weights is reachable (``best`` is flat beyond it,
+and so only copied), and capacities below ``capacity`` minus the largest weights still to come can
+never lead to the answer (they are set to ``-inf``, and never read). When the capacity does not
+bind (the ``W_g`` add up to at most ``capacity``) the second bound leaves one entry per group to
+compute. The table of every ``best_g`` is kept; the choices are read back from the last group to
+the first. Float64 throughout: the comparisons must be exact.
 
-Three evaluations of that one recurrence, which compute the very same floating-point numbers
-(every entry is the same sums, ``best_g[c - w] + dense_g[w]``, and ``max`` is exact), so they
-return the same choices:
-
-- *no binding capacity* (the sum of the ``W_g`` is at most ``capacity``): every entry the
-  walk-back reads lies in the flat part, ``best_g[c] = S_g`` with
-  ``S_{g+1} = max_w S_g + dense_g[w]``, so only those ``S_g`` are computed (O(options));
-- *small instances*: plain Python lists, one ``max`` over the window of shifted entries per
-  capacity (no numpy call overhead);
-- *large instances*: numpy, computed for every capacity at once: the shifted copies of
-  ``best_g`` are rows of one strided view of the DP table (no copy), so a group costs one
-  broadcast add and one max-reduce over a ``(W_g + 1) x capacity`` block; the table lives in a
-  scratch block reused across calls (fresh pages cost more than the arithmetic on a large
-  instance).
+The recurrence and the walk-back run in one compiled kernel (numba, compiled on the first call
+and cached on disk beside this file, or in numba's user-wide cache where that is read-only); the
+table lives in a scratch block reused across calls (fresh pages cost more than the arithmetic on
+a large instance).
 
 Ties (several optimal solutions), deterministic: walking back from the last group, each group
 takes nothing if that is still optimal, else its lightest option that is, and among options of
@@ -45,52 +37,21 @@ every option is heavier than the capacity (those take nothing).
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
-from itertools import repeat
-from operator import add
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 
 Option = tuple[int, float]
 
-_NEG = -math.inf
-#: instances with more cells than this (groups x (largest W_g + 1) x (capacity + 1), a bound on
-#: the window cells computed) go to the numpy evaluation; below it plain Python is faster
-_SMALL = 20000
-#: :func:`solve_mckp` inputs with more options than this are converted by numpy
-_MANY_OPTIONS = 1000
+_NEG = -np.inf
 
 
 def _check_capacity(capacity: int) -> int:
     if int(capacity) != capacity or capacity < 0:
         raise ValueError(f"capacity must be an integer >= 0, got {capacity!r}")
     return int(capacity)
-
-
-def _dense_lists(groups: Sequence[Sequence[Option]], capacity: int) -> list[list[float]]:
-    """Per group, the best value at each weight ``0..W_g`` over its usable options (weight <=
-    capacity), ``-inf`` where none, weight 0 also holding "take nothing" (value 0); ``W_g`` is the
-    heaviest usable weight."""
-    for g, opts in enumerate(groups):
-        for w, _ in opts:
-            fw = float(w)
-            if fw < 0 or math.isnan(fw) or (math.isfinite(fw) and fw != math.floor(fw)):
-                raise ValueError(f"group {g}: weights must be integers >= 0, got {fw!r}")
-    for g, opts in enumerate(groups):
-        for _, v in opts:
-            if not math.isfinite(v):
-                raise ValueError(f"group {g}: values must be finite, got {float(v)!r}")
-    out: list[list[float]] = []
-    for opts in groups:
-        use = [(int(w), float(v)) for w, v in opts if w <= capacity]
-        top = max((w for w, _ in use), default=0)
-        d = [0.0] + [_NEG] * top
-        for w, v in use:
-            if v > d[w]:
-                d[w] = v
-        out.append(d)
-    return out
 
 
 def solve_mckp(groups: Sequence[Sequence[Option]], capacity: int) -> list[int]:
@@ -104,154 +65,6 @@ def solve_mckp(groups: Sequence[Sequence[Option]], capacity: int) -> list[int]:
     capacity = _check_capacity(capacity)
     if not groups:
         return []
-    if sum(len(o) for o in groups) > _MANY_OPTIONS:
-        rev, tops_arr = _dense_numpy(groups, capacity)
-        tops = tops_arr.tolist()
-        weights = _solve_numpy(rev, tops, capacity)
-        best_at = [rev[g, tops[g] - w] if w >= 0 else 0.0 for g, w in enumerate(weights)]
-    else:
-        dense = _dense_lists(groups, capacity)
-        weights = _solve(dense, capacity)
-        best_at = [dense[g][w] if w >= 0 else 0.0 for g, w in enumerate(weights)]
-    choice = [-1] * len(groups)
-    for g, w in enumerate(weights):
-        if w >= 0:
-            best = best_at[g]
-            choice[g] = next(i for i, (wi, vi) in enumerate(groups[g]) if wi == w and float(vi) == best)
-    return choice
-
-
-def solve_mckp_dense(values: Sequence[Sequence[float]], capacity: int) -> list[int]:
-    """:func:`solve_mckp` for ``groups[g] = [(1, values[g][0]), (2, values[g][1]), ...]``: the
-    same choices (option index per group, -1 = none), without building the option lists.
-
-    :param values: per group, the values of 1, 2, ... units (finite).
-    :param capacity: integer >= 0.
-    :raises ValueError: on a negative or fractional capacity, or a non-finite value.
-    """
-    capacity = _check_capacity(capacity)
-    dense: list[list[float]] = []
-    for g, vals in enumerate(values):
-        if not all(map(math.isfinite, vals)):
-            bad = next(v for v in vals if not math.isfinite(v))
-            raise ValueError(f"group {g}: values must be finite, got {float(bad)!r}")
-        dense.append([0.0, *map(float, vals if len(vals) <= capacity else vals[:capacity])])
-    weights = _solve(dense, capacity)
-    return [w - 1 if w > 0 else -1 for w in weights]
-
-
-def _solve(dense: list[list[float]], capacity: int) -> list[int]:
-    """The chosen weight per group (-1 = none) for the dense vectors ``dense`` (see the module
-    docstring); every weight is at most ``capacity``."""
-    tops = [len(d) - 1 for d in dense]
-    total = sum(tops)
-    if total <= capacity:
-        return _solve_unbound(dense)
-    if len(dense) * (max(tops) + 1) * (capacity + 1) > _SMALL:  # a bound on the window cells
-        pad = max(tops)
-        rev = np.full((len(dense), pad + 1), _NEG)  # rev[g, k] = dense_g[W_g - k], -inf beyond
-        for g, d in enumerate(dense):
-            rev[g, : len(d)] = d[::-1]
-        return _solve_numpy(rev, tops, capacity)
-    after = [total]  # sum of tops from g on
-    for top in tops:
-        after.append(after[-1] - top)
-    return _solve_lists(dense, tops, after, capacity)
-
-
-def _solve_unbound(dense: list[list[float]]) -> list[int]:
-    """The capacity never binds: ``best_g`` is flat, ``S_g``, wherever the walk-back reads it."""
-    s = [0.0]
-    for d in dense:
-        cur = s[-1]
-        s.append(max([cur + x for x in d]))
-    choice = [-1] * len(dense)
-    for g in range(len(dense) - 1, -1, -1):
-        cur, target = s[g], s[g + 1]
-        if cur == target:
-            continue
-        for w, x in enumerate(dense[g]):
-            if cur + x == target:
-                choice[g] = w
-                break
-        else:
-            choice[g] = 0
-    return choice
-
-
-def _solve_lists(dense: list[list[float]], tops: list[int], after: list[int], capacity: int) -> list[int]:
-    """The recurrence on Python lists: row ``g`` holds ``pad`` entries of ``-inf`` (weights above
-    ``c``), then ``best_g[0..capacity]``. Rows are never edited once made (a group with only
-    "nothing" at weight 0 shares its row with the previous one)."""
-    pad = max(tops)
-    blank = [_NEG] * (pad + capacity + 1)
-    rows = [blank[:pad] + [0.0] * (capacity + 1)]
-    reach = 0
-    for g, d in enumerate(dense):
-        top = tops[g]
-        prev = rows[g]
-        if top == 0:
-            d0 = d[0]
-            rows.append(prev if d0 == 0.0 else blank[:pad] + [x + d0 for x in prev[pad:]])
-            continue
-        hi = reach + top
-        if hi > capacity:
-            hi = capacity
-        lo = capacity - after[g + 1]
-        if lo < 0:
-            lo = 0
-        elif lo > hi:
-            lo = hi
-        a, b = pad + lo, pad + hi + 1
-        if top <= 3:  # weight by weight over the window (cheaper for few options)
-            m = b - a
-            cols = [prev[a:b] if d[0] == 0.0 else list(map(add, prev[a:b], repeat(d[0], m)))]
-            cols.extend([list(map(add, prev[a - w : b - w], repeat(d[w], m))) for w in range(1, top + 1)])
-            mid = list(map(max, *cols))
-        else:  # capacity by capacity: the window of shifted entries plus the reversed options
-            rev = d[::-1]
-            base = pad - top
-            mid = [max(map(add, prev[base + c : base + c + top + 1], rev)) for c in range(lo, hi + 1)]
-        row = blank[:a]
-        row += mid
-        if hi < capacity:
-            row += repeat(mid[-1], capacity - hi)
-        rows.append(row)
-        reach = hi
-    choice = [-1] * len(dense)
-    at = pad + capacity
-    for g in range(len(dense) - 1, -1, -1):
-        prev = rows[g]
-        target = rows[g + 1][at]
-        if prev[at] == target:
-            continue
-        choice[g] = w = _first(prev, at, dense[g], target)
-        at -= w
-    return choice
-
-
-def _first(prev: list[float], at: int, d: list[float], target: float) -> int:
-    """The lightest weight ``w`` with ``prev[at - w] + d[w] == target`` (0 if none)."""
-    for w, x in enumerate(d):
-        if prev[at - w] + x == target:
-            return w
-    return 0
-
-
-_workspace = np.empty(0)
-
-
-def _table(rows: int, cols: int) -> np.ndarray:
-    """A reused scratch block (fresh pages cost more than the DP itself on a large instance)."""
-    global _workspace
-    if _workspace.size < rows * cols:
-        _workspace = np.empty(rows * cols)
-    return _workspace[: rows * cols].reshape(rows, cols)
-
-
-def _dense_numpy(groups: Sequence[Sequence[Option]], capacity: int) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_dense_lists` for many options, by numpy: row g holds the dense vector REVERSED
-    (weights W_g..0, then -inf), ready to add to the window of shifted DP rows; and the W_g."""
     sizes = [len(o) for o in groups]
     flat_w = np.array([w for o in groups for w, _ in o], dtype=float)
     flat_v = np.array([v for o in groups for _, v in o], dtype=float)
@@ -263,70 +76,168 @@ def _dense_numpy(groups: Sequence[Sequence[Option]], capacity: int) -> tuple[np.
     if not np.isfinite(flat_v).all():
         i = int(np.flatnonzero(~np.isfinite(flat_v))[0])
         raise ValueError(f"group {gid[i]}: values must be finite, got {float(flat_v[i])!r}")
+    # dense[g, w]: the best value of group g's usable options (weight <= capacity) of weight w,
+    # -inf where none; weight 0 also holds "take nothing" (0)
     use = flat_w <= capacity
     w = flat_w[use].astype(np.int64)
     g = gid[use]
     tops = np.zeros(len(groups), dtype=np.int64)
     np.maximum.at(tops, g, w)
-    pad = int(tops.max(initial=0))
-    dense = np.full((len(groups), pad + 1), _NEG)
+    dense = np.full((len(groups), int(tops.max()) + 1), _NEG)
     dense[:, 0] = 0.0
     np.maximum.at(dense, (g, w), flat_v[use])
-    cols = tops[:, None] - np.arange(pad + 1)[None, :]
-    rev = np.where(cols >= 0, np.take_along_axis(dense, np.maximum(cols, 0), axis=1), _NEG)
-    return rev, tops
-
-
-def _solve_numpy(rev: np.ndarray, tops: list[int], capacity: int) -> list[int]:
-    """The recurrence in numpy, every capacity of a group at once (module docstring); ``rev[g]``
-    is group g's dense vector reversed (weights W_g..0, then -inf)."""
-    n = len(tops)
-    pad = max(tops)
-    after = [sum(tops)]  # sum of tops from g on
-    for top in tops:
-        after.append(after[-1] - top)
-    cols = pad + capacity + 1
-    # table[g, pad + c] = best_g[c]; the first `pad` columns are -inf (weight above c)
-    table = _table(n + 1, cols)
-    table[:, :pad] = _NEG
-    table[0, pad:] = 0.0
-    buf = np.empty((pad + 1) * (capacity + 1))
-    item = table.itemsize
-    reach = 0
-    for g in range(n):
-        top = tops[g]
-        prev, row = table[g], table[g + 1]
-        hi = min(capacity, reach + top)  # best_{g+1} is flat beyond hi
-        lo = min(hi, max(0, capacity - after[g + 1]))  # below lo nothing leads to the answer
-        if top == 0:
-            np.add(prev[pad:], rev[g, 0], out=row[pad:])
-        else:
-            m = hi - lo + 1
-            # row k of the window is prev[c - (top - k)] for c = lo..hi (a strided view, no copy)
-            win = np.ndarray(
-                (top + 1, m), buffer=table, offset=(g * cols + pad + lo - top) * item, strides=(item, item)
-            )
-            block = buf[: (top + 1) * m].reshape(top + 1, m)
-            np.add(win, rev[g, : top + 1, None], out=block)
-            np.maximum.reduce(block, axis=0, out=row[pad + lo : pad + hi + 1])
-            if hi < capacity:
-                row[pad + hi + 1 :] = row[pad + hi]
-            if lo:
-                row[pad : pad + lo] = _NEG  # never read
-        reach = hi
-    choice = [-1] * n
-    c = capacity
-    for g in range(n - 1, -1, -1):
-        prev, target = table[g], table[g + 1, pad + c]
-        if prev[pad + c] == target:
-            continue
-        top = tops[g]
-        # weights w = 0..top: prev[c - w] + best value at w, as in the forward pass
-        seg = table[g, pad + c - top : pad + c + 1][::-1] + rev[g, : top + 1][::-1]
-        w = int(np.argmax(seg == target))
-        choice[g] = w
-        c -= w
+    rest = dense[:, 1:][np.arange(dense.shape[1] - 1) < tops[:, None]]  # weights 1..W_g, group by group
+    weights = _solve(dense[:, 0].copy(), rest, tops, capacity, False)
+    choice = [-1] * len(groups)
+    for k, wk in enumerate(weights):
+        if wk >= 0:
+            best = dense[k, wk]
+            choice[k] = next(i for i, (wi, vi) in enumerate(groups[k]) if wi == wk and float(vi) == best)
     return choice
+
+
+def solve_mckp_dense(
+    values: Sequence[float] | np.ndarray, sizes: Sequence[int] | np.ndarray, capacity: int
+) -> list[int]:
+    """:func:`solve_mckp` for ``groups[g] = [(1, v[0]), (2, v[1]), ...]`` where ``v`` is group g's
+    slice of ``values`` (the groups' values one after the other, ``sizes[g]`` of them): the same
+    choices (option index per group, -1 = none), without building the option lists.
+
+    :param values: every group's values of 1, 2, ... units (finite), group after group.
+    :param sizes: how many values each group has.
+    :param capacity: integer >= 0.
+    :raises ValueError: on a negative or fractional capacity, a non-finite value, or sizes that do
+        not add up to the values.
+    """
+    vals, n = np.asarray(values, dtype=np.float64), np.asarray(sizes, dtype=np.int64)
+    weights = _solve(
+        np.zeros(len(n)), np.ascontiguousarray(vals), np.ascontiguousarray(n), _check_capacity(capacity), True
+    )
+    return [w - 1 if w > 0 else -1 for w in weights]
+
+
+_workspace = np.empty(0)
+
+
+def _solve(d0: np.ndarray, vals: np.ndarray, sizes: np.ndarray, capacity: int, check: bool) -> list[int]:
+    """The chosen weight per group (-1 = none). Group ``g``'s dense vector is ``d0[g]`` at weight
+    0 and its ``sizes[g]`` entries of ``vals`` (groups one after the other) at weights 1, 2, ...;
+    those above ``capacity`` are left out. ``check``: refuse a non-finite entry of ``vals``."""
+    global _workspace
+    n = len(sizes)
+    if _workspace.size < (n + 1) * (capacity + 1):
+        _workspace = np.empty((n + 1) * (capacity + 1))
+    out = np.empty(n, dtype=np.int64)
+    bad = _dp(d0, vals, sizes, capacity, check, _workspace, out)
+    if bad == -2:
+        raise ValueError(f"sizes add up to {int(np.sum(sizes))} values, got {len(vals)}")
+    if bad >= 0:
+        g = int(np.searchsorted(np.cumsum(sizes), bad, side="right"))
+        raise ValueError(f"group {g}: values must be finite, got {float(vals[bad])!r}")
+    return out.tolist()  # type: ignore[no-any-return]
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def compiled(fn: F) -> F:
+    """``fn`` compiled by numba (nopython; IEEE division: ``x / 0`` is inf or nan, no exception;
+    cached on disk beside its file, or in numba's user-wide cache where that is read-only, or not
+    at all where both are) on its first call: numba is imported only then, most runs never need
+    it."""
+    jitted: Callable[..., Any] | None = None
+
+    @functools.wraps(fn)
+    def call(*args: Any) -> Any:
+        nonlocal jitted
+        if jitted is None:
+            import numba
+
+            try:
+                jitted = numba.njit(cache=True, nogil=True, error_model="numpy")(fn)
+            except RuntimeError:  # no writable cache location (read-only tree and home): compile anew
+                jitted = numba.njit(nogil=True, error_model="numpy")(fn)
+        return jitted(*args)
+
+    return call  # type: ignore[return-value]
+
+
+@compiled
+def _dp(
+    d0: np.ndarray,
+    vals: np.ndarray,
+    sizes: np.ndarray,
+    capacity: int,
+    check: bool,
+    table: np.ndarray,
+    out: np.ndarray,
+) -> int:
+    """The recurrence and the walk-back (module docstring) for :func:`_solve`'s groups; row ``g``
+    of the DP table is ``table[g * (capacity + 1):][: capacity + 1]``; ``out[g]``: the chosen
+    weight (-1 = none). Returns -1, or -2 if the sizes do not add up to ``vals``, or the index of
+    the first non-finite entry of ``vals`` when ``check`` (then nothing is solved)."""
+    n = sizes.shape[0]
+    width = capacity + 1
+    starts = np.empty(n, dtype=np.int64)  # vals[starts[g] + w - 1]: group g's value at weight w
+    after = 0  # the largest weights still to come
+    k = 0
+    for g in range(n):
+        starts[g] = k
+        k += sizes[g]
+        after += min(sizes[g], capacity)
+    if k != vals.shape[0]:
+        return -2
+    if check:
+        for i in range(k):
+            if not np.isfinite(vals[i]):
+                return i
+    for c in range(width):
+        table[c] = 0.0
+    reach = 0  # best_g is flat beyond it
+    for g in range(n):
+        top = min(sizes[g], capacity)
+        after -= top
+        p = g * width
+        q = p + width
+        z = d0[g]
+        if top == 0:
+            for c in range(width):
+                table[q + c] = table[p + c] + z
+            continue
+        s = starts[g] - 1  # vals[s + w]: the value at weight w >= 1
+        hi = min(capacity, reach + top)
+        lo = min(hi, max(0, capacity - after))
+        for c in range(lo):
+            table[q + c] = -np.inf
+        for c in range(lo, hi + 1):
+            table[q + c] = table[p + c] + z
+        for w in range(1, top + 1):  # weight by weight: the inner loop runs along the row
+            v = vals[s + w]
+            for c in range(max(lo, w), hi + 1):
+                x = table[p + c - w] + v
+                m = table[q + c]
+                table[q + c] = x if x > m else m
+        m = table[q + hi]
+        for c in range(hi + 1, width):
+            table[q + c] = m
+        reach = hi
+    at = capacity
+    for g in range(n - 1, -1, -1):
+        p = g * width
+        target = table[p + width + at]
+        out[g] = -1
+        if table[p + at] == target:
+            continue
+        s = starts[g] - 1
+        pick = 0
+        if table[p + at] + d0[g] != target:
+            for w in range(1, min(sizes[g], capacity, at) + 1):
+                if table[p + at - w] + vals[s + w] == target:
+                    pick = w
+                    break
+        out[g] = pick
+        at -= pick
+    return -1
 
 
 def mckp_value(groups: Sequence[Sequence[Option]], choice: Sequence[int]) -> tuple[int, float]:

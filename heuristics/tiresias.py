@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Annotated
 
@@ -40,6 +40,8 @@ from envs.sim.policy import Action, ClusterView, FewestJobsReclaim, JobStatus, P
 from envs.sim.settings import Choice, Each, Num, Settings
 from heuristics.common import TRAINING_ONLY, TYPE_ORDERS, RankedQueue, Room, Size, pack, types_for
 from heuristics.registry import register
+
+_PENDING, _RUNNING = JobStatus.PENDING, JobStatus.RUNNING  # bound once: a member lookup costs ten globals
 
 Key = tuple[float, ...]  # (queue level, submit time, job): the rank, smaller first
 
@@ -57,6 +59,9 @@ class TiresiasConfig(Settings):
     type_order: Annotated[str, Choice(TYPE_ORDERS)] = "fastest"
 
 
+Row = tuple[Key, str | None, int]  # a running job's (rank, GPU type, GPUs)
+
+
 @dataclass
 class Tiresias:
     config: TiresiasConfig = field(default_factory=TiresiasConfig)
@@ -69,28 +74,46 @@ class Tiresias:
         self._offset: dict[int, float] = {}  # service forgiven by promotions
         self._ranked = RankedQueue()  # the pending jobs, by rank; size class (GPUs, types)
         self._cursor = 0  # position in the engine's queue log
-        self._due: list[tuple[float, int, float]] = []  # (promotion due, job, queued since)
+        self._finished = 0  # position in the engine's log of finishes
+        self._due: list[tuple[float, int, float, float]] = []  # (promotion due, job, queued since, run time)
+        self._since: dict[int, float] = {}  # when a job with an entry in _due last entered the queue
+        self._rows: list[Row] = []  # the running jobs, sorted by rank (their level as of _checks)
+        self._row: dict[int, Row] = {}  # job -> its row
+        self._held: dict[str | None, int] = {}  # GPUs of the rows, per type
+        self._checks: list[tuple[float, int, int]] = []  # (when a running job may reach its next level, job, run)
+        self._run: dict[int, int] = {}  # job -> its run's number (stale checks are skipped)
+        self._runs = 0
+        self._type_lists: dict[tuple[frozenset[str] | None, str, int], list[str]] = {}  # see _types
         self._reclaim = FewestJobsReclaim()
 
-    def _level(self, view: ClusterView, job: int) -> int:
-        service = view.attained_service(job) - self._offset.get(job, 0.0)
-        return bisect.bisect_right(self._thresholds, service)
-
-    def _key(self, view: ClusterView, job: int) -> Key:
-        return (self._level(view, job), view.job(job).submit_time, job)
+    def _level(self, job: int, service: float) -> int:
+        """The queue of a job with this attained service."""
+        return bisect.bisect_right(self._thresholds, service - self._offset.get(job, 0.0))
 
     def _sync(self, view: ClusterView) -> None:
-        """Take in the jobs that entered the queue since the last sync (ranked now)."""
+        """Take in the jobs that entered the queue (ranked now) and left it for good since the
+        last sync."""
         new, self._cursor = view.entered_since(self._cursor)
+        done, self._finished = view.finished_since(self._finished)
+        row_of = self._row
+        for job in done:
+            if job in row_of:
+                self._drop(job)
         knob = self.config.promote_knob
+        entries = []
         for job in new:
-            if view.status_of(job) != JobStatus.PENDING:
+            if job in row_of:
+                self._drop(job)  # preempted by the engine (a failure)
+            if view.status_of(job) != _PENDING:
                 continue
             spec = view.job(job)
-            self._ranked.add(job, self._key(view, job), (spec.num_gpus, spec.gpu_types))
-            if view.attained_service(job) > 0.0:  # it has run (held GPUs) before
-                s = view.state(job)
-                heapq.heappush(self._due, (s.queued_since + knob * s.run_time, job, s.queued_since))
+            service = view.attained_service(job)
+            entries.append((job, (self._level(job, service), spec.submit_time, job), (spec.num_gpus, spec.gpu_types)))
+            if service > 0.0:  # it has run (held GPUs) before
+                since, run_time = view.queued_since(job), view.run_time(job)
+                self._since[job] = since
+                heapq.heappush(self._due, (since + knob * run_time, job, since, run_time))
+        self._ranked.extend(entries)
 
     def decide(self, view: ClusterView) -> Iterator[Action]:
         self._sync(view)
@@ -104,116 +127,223 @@ class Tiresias:
             assert alloc is not None  # pack places a job exactly when one type it allows has room
             yield Start(job, alloc)
             self._ranked.discard(job)
+            self._started(view, job, view.servers[alloc[0][0]].gpu_type.name, spec.num_gpus)
             room.taken()
 
     def _promote(self, view: ClusterView) -> None:
         """A job that has waited more than ``promote_knob`` times its executed time goes back to
         the first queue: its service so far is forgiven."""
-        now, knob, due = view.now, self.config.promote_knob, self._due
-        late: list[tuple[float, int, float]] = []
+        now, due = view.now, self._due
+        late: list[tuple[float, int, float, float]] = []
         while due and due[0][0] <= now + 1e-9 * (1.0 + abs(now)):  # candidates (rounding aside)
             entry = heapq.heappop(due)
-            job = entry[1]
-            if view.status_of(job) != JobStatus.PENDING:
+            _, job, since, run_time = entry
+            if view.status_of(job) != _PENDING or self._since[job] != since:
                 continue  # it started since: a later wait gets an entry of its own
-            s = view.state(job)
-            if s.queued_since != entry[2]:
-                continue
-            if now - s.queued_since > knob * s.run_time:
-                self._offset[job] = s.attained_service
+            if now - since > self.config.promote_knob * run_time:  # (a wait's run time is fixed)
+                service = self._offset[job] = view.attained_service(job)
                 spec = view.job(job)
-                self._ranked.add(job, self._key(view, job), (spec.num_gpus, spec.gpu_types))
+                self._ranked.add(
+                    job, (self._level(job, service), spec.submit_time, job), (spec.num_gpus, spec.gpu_types)
+                )
             else:
                 late.append(entry)
         for entry in late:
             heapq.heappush(due, entry)
 
+    # --- the running jobs' ranks, kept up to date between rounds
+    def _started(self, view: ClusterView, job: int, gpu_type: str | None, gpus: int) -> None:
+        """Track a job that runs on ``gpus`` GPUs of ``gpu_type`` since now: its row, and when
+        its level may rise."""
+        service = view.attained_service(job)
+        row = ((self._level(job, service), view.job(job).submit_time, job), gpu_type, gpus)
+        bisect.insort(self._rows, row)
+        self._row[job] = row
+        self._held[gpu_type] = self._held.get(gpu_type, 0) + gpus
+        self._runs += 1
+        self._run[job] = self._runs
+        self._check_at(view.now, job, row, service)
+
+    def _check_at(self, now: float, job: int, row: Row, service: float) -> None:
+        """Schedule the next look at a running job's level (its attained ``service`` now): a
+        little before its service, which grows by its GPUs every second it runs (its GPUs are
+        fixed: this policy never scales), would reach the next threshold. Until then its level
+        cannot change."""
+        level = int(row[0][0])
+        if level >= len(self._thresholds):
+            return
+        gpus = row[2]
+        left = self._thresholds[level] + self._offset.get(job, 0.0) - service
+        t = now + left / gpus
+        # rounding in the view's sum is far below this margin (relative 1e-9 against 1e-16)
+        margin = 1e-9 * (1.0 + abs(now) + abs(t) + (self._thresholds[level] + abs(left)) / gpus)
+        heapq.heappush(self._checks, (t - margin, job, self._run[job]))
+
+    def _drop(self, job: int) -> None:
+        row = self._row.pop(job, None)
+        if row is not None:
+            rows = self._rows
+            del rows[bisect.bisect_left(rows, (row[0],))]
+            self._held[row[1]] -= row[2]
+
+    def _update_levels(self, view: ClusterView) -> None:
+        """Bring the running jobs' levels up to now (a running job's level only rises)."""
+        now, checks, row_of, run = view.now, self._checks, self._row, self._run
+        later: list[tuple[float, int, int]] = []
+        while checks and checks[0][0] <= now:
+            entry = heapq.heappop(checks)
+            job = entry[1]
+            row = row_of.get(job)
+            if row is None or run[job] != entry[2]:
+                continue  # it stopped since
+            key = row[0]
+            service = view.attained_service(job)
+            level = self._level(job, service)
+            if level == key[0]:
+                later.append(entry)  # within the margin of its threshold: look again next round
+                continue
+            rows = self._rows
+            del rows[bisect.bisect_left(rows, (key,))]
+            row = ((level, key[1], job), row[1], row[2])
+            bisect.insort(rows, row)
+            row_of[job] = row
+            self._check_at(now, job, row, service)
+        for entry in later:
+            heapq.heappush(checks, entry)
+
+    def _rebuild(self, view: ClusterView) -> None:
+        """Rank every running job afresh (when jobs run that this policy did not start)."""
+        self._rows, self._row, self._held, self._checks = [], {}, {}, []
+        for job in view.running:
+            if view.status_of(job) == _RUNNING:
+                _, gpu_type, _, _ = view.allocation(job)
+                self._started(view, job, gpu_type, view.workers(job))
+
     def _reprioritise(self, view: ClusterView) -> Iterator[Action]:
         """Preempt what falls outside the GPU budget in rank order; start what is chosen."""
         self._promote(view)
-        # each running job's fresh rank (self._key, inlined: a hot path), type and GPUs
-        allocation, service, spec_of, workers = view.allocation, view.attained_service, view.job, view.workers
-        offset, thresholds = self._offset, self._thresholds
-        running: list[int] = []
-        rows: list[tuple[Key, str | None, int]] = []
-        for j in view.running:
-            status, gpu_type, _, _ = allocation(j)
-            if status == JobStatus.RUNNING:
-                running.append(j)
-                level = bisect.bisect_right(thresholds, service(j) - offset.get(j, 0.0))
-                rows.append(((level, spec_of(j).submit_time, j), gpu_type, workers(j)))
-        rows.sort()
-        chosen = _choose(view, self._ranked, rows, self.config.type_order)
-        for job in running:
-            if job not in chosen:
+        if len(self._row) != len(view.running):
+            self._rebuild(view)
+        self._update_levels(view)
+        dropped, starts = _choose(view, self._ranked, self._rows, self._held, self._types)
+        for job in tuple(view.running):
+            if job in dropped:
                 yield Preempt(job)
-        for job, gpu_type in chosen.items():
-            if view.status_of(job) == JobStatus.PENDING:
-                spec = view.job(job)
-                alloc = pack(view, spec, spec.num_gpus, gpu_type=gpu_type)
-                if alloc is not None:
-                    yield Start(job, alloc)
-                    self._ranked.discard(job)
+                self._drop(job)
+        for job, gpu_type in starts:
+            spec = view.job(job)
+            alloc = pack(view, spec, spec.num_gpus, gpu_type=gpu_type)
+            if alloc is not None:
+                yield Start(job, alloc)
+                self._ranked.discard(job)
+                self._started(view, job, gpu_type, spec.num_gpus)
         self._sync(view)  # the jobs just preempted, ranked by their fresh level
+
+    def _types(self, view: ClusterView, spec: JobSpec) -> list[str]:
+        """``types_for`` the training pool at the job's request, kept per (allowed types, model,
+        GPUs): all it depends on (the throughput model's rates of that model at those GPUs)."""
+        key = (spec.gpu_types, spec.model, spec.num_gpus)
+        types = self._type_lists.get(key)
+        if types is None:
+            types = self._type_lists[key] = types_for(view, spec, Pool.TRAINING, spec.num_gpus, self.config.type_order)
+        return types
 
     def reclaim(self, view: ClusterView, k: int) -> list[int]:
         return list(self._reclaim.reclaim(view, k))
 
 
 def _choose(
-    view: ClusterView, ranked: RankedQueue, running: list[tuple[Key, str | None, int]], type_order: str
-) -> dict[int, str]:
-    """The jobs that fit the per-type GPU budget in rank order, each with the type it runs on
-    (in rank order); ``running``: (key, type, GPUs) of the running jobs, sorted.
+    view: ClusterView,
+    ranked: RankedQueue,
+    running: list[Row],
+    held: dict[str | None, int],
+    types: Callable[[ClusterView, JobSpec], list[str]],
+) -> tuple[set[int], list[tuple[int, str]]]:
+    """The jobs that fit the per-type GPU budget in rank order: the running ones not kept (to
+    preempt), and the pending ones chosen, in rank order, each with the type it is to start on;
+    ``running``: the rows (rank, type, GPUs) of the running jobs, sorted; ``held``: their GPUs
+    per type; ``types``: the training types a job allows, in the order of the policy's
+    ``type_order`` (``heuristics.common.types_for``).
 
-    A running job keeps its type. A pending one takes the first type it allows (in the order of
-    ``type_order``: ``heuristics.common.types_for``) that holds it without displacing any running
-    job ranked below it, else the first whose budget still holds it (those running jobs are then
-    preempted), else it is not chosen.
+    A running job keeps its type. A pending one takes the first type it allows (in that order)
+    that holds it without displacing any running job ranked below it, else the first whose
+    budget still holds it (those running jobs are then preempted), else it is not chosen.
     """
     budget: dict[str, int] = {}  # GPUs per training type not yet given to a chosen job
     below: dict[str, int] = {}  # of those, GPUs held by running jobs not yet reached in the ranking
     for t, p in view.pool_types():
         if p in TRAINING_ONLY:
-            budget[t] = view.total_free(t, p)
-            below[t] = 0
-    for _, held, gpus in running:
-        if held in budget:
-            budget[held] += gpus
-            below[held] += gpus
+            below[t] = held.get(t, 0)
+            budget[t] = view.total_free(t, p) + below[t]
 
     def fits(size: Size) -> bool:
         gpus, types = size
-        return any(gpus <= b for t, b in budget.items() if types is None or t in types)
+        for t, b in budget.items():  # noqa: SIM110 (a loop: cheaper than any() over a generator, a hot path)
+            if gpus <= b and (types is None or t in types):
+                return True
+        return False
 
-    chosen: dict[int, str] = {}
+    dropped: set[int] = set()
+    starts: list[tuple[int, str]] = []
+    left = sum(budget.values())  # GPUs not yet given, all types
 
     def take_pending(job: int) -> None:
+        nonlocal left
         spec: JobSpec = view.job(job)
         need = spec.num_gpus
-        types = [t for t in types_for(view, spec, Pool.TRAINING, need, type_order) if need <= budget.get(t, -1)]
-        if types:
-            t = next((t for t in types if need <= budget[t] - below[t]), types[0])
-            chosen[job] = t
-            budget[t] -= need
+        fallback = None  # the first type whose budget holds it, if none holds it without displacing
+        for t in types(view, spec):
+            b = budget.get(t, -1)
+            if need <= b:
+                if need <= b - below[t]:
+                    break
+                if fallback is None:
+                    fallback = t
+        else:
+            if fallback is None:
+                return
+            t = fallback
+        starts.append((job, t))
+        budget[t] -= need
+        left -= need
 
-    # the running jobs (all of them) and the pending ones of the classes that still fit, merged
+    # the running jobs (all of them) and the pending ones of the classes that still fit, merged:
+    # the running rows i..j-1 rank above the next pending job
     pending = ranked.walk(fits)
     head = next(pending, None)
-    for key, held, need in running:
-        while head is not None and head < key:
-            take_pending(int(head[-1]))
-            head = next(pending, None)
-        if held not in budget:
-            continue  # on a type outside the training pool
-        below[held] -= need
-        if need <= budget[held]:
-            chosen[int(key[-1])] = held
-            budget[held] -= need
-    while head is not None:
+    i, n = 0, len(running)
+    while left:
+        j = n if head is None else bisect.bisect_left(running, (head,), i)
+        if all(budget[t] >= below[t] for t in budget):  # no deficit: each of them is kept
+            for key, on, need in running[i:j]:
+                if on in budget:
+                    budget[on] -= need
+                    below[on] -= need
+                else:
+                    dropped.add(int(key[-1]))  # on a type outside the training pool
+            left = sum(budget.values())
+            i = j
+        else:
+            while i < j and left:
+                key, on, need = running[i]
+                i += 1
+                if on not in budget:
+                    dropped.add(int(key[-1]))
+                    continue
+                below[on] -= need
+                if need <= budget[on]:
+                    budget[on] -= need
+                    left -= need
+                else:
+                    dropped.add(int(key[-1]))
+            if i < j:
+                break  # every GPU given
+        if head is None:
+            break
         take_pending(int(head[-1]))
         head = next(pending, None)
-    return chosen
+    dropped.update(int(key[-1]) for key, _, _ in running[i:])  # not reached: every GPU was given
+    return dropped, starts
 
 
 def tiresias(config: TiresiasConfig | None = None) -> Tiresias:

@@ -6,6 +6,8 @@ and aryl drain thousands of jobs submitted at t=0 (a watchdog stops a hang: no t
 
 from __future__ import annotations
 
+import bisect
+import random
 import signal
 from collections.abc import Iterator
 from types import FrameType
@@ -18,9 +20,10 @@ from envs.sim import scenarios
 from envs.sim.engine import MAX_FUTILE_RESTARTS, DecisionError, Engine, SimConfig
 from envs.sim.model import V100, JobSpec, Pool, ServerSpec
 from envs.sim.policy import Action, ClusterView, ComposedScheduler, JobStatus, Preempt, Start
-from heuristics.common import TRAINING_ONLY, PackPlacement, RankedQueue, SortedQueue, free_gpus
+from heuristics.common import TRAINING_ONLY, PackPlacement, RankedQueue, SortedKeys, SortedQueue, free_gpus
 from heuristics.fifo import by_remaining
 from heuristics.registry import make
+from heuristics.tiresias import Tiresias
 
 MIXED = "V100-32GB:6,A100-40GB:4"  # 48 V100 GPUs and 32 A100 GPUs
 
@@ -187,3 +190,82 @@ def test_sjf_passing_over_jobs_that_cannot_fit_starts_the_same_jobs(scenario):
     assert any(j.min_gpus < j.num_gpus for j in a.jobs)
     np.testing.assert_array_equal(a.first_start, b.first_start)
     np.testing.assert_array_equal(a.finish, b.finish)
+
+
+def test_sorted_keys_stay_in_order_through_adds_removes_and_bursts(monkeypatch):
+    monkeypatch.setattr(SortedKeys, "BLOCK", 2)  # blocks of 2-4 keys: every split and merge is reached
+    rng = random.Random(0)
+    keys, ref = SortedKeys(), set()
+    for _ in range(3000):
+        r = rng.random()
+        if r < 0.45:
+            key = (float(rng.randrange(8)), float(rng.randrange(200)))
+            if key not in ref:
+                keys.add(key)
+                ref.add(key)
+        elif r < 0.8 and ref:
+            key = rng.choice(sorted(ref))
+            keys.remove(key)
+            ref.discard(key)
+        elif r < 0.85:  # a burst: sorted in at once when many beside those there
+            new = {(float(rng.randrange(8)), float(rng.randrange(200, 400))) for _ in range(rng.randrange(30))}
+            keys.extend(new - ref)
+            ref |= new
+        else:
+            probe = (float(rng.randrange(8)), rng.random() * 400)
+            assert keys.after(probe) == min((k for k in ref if k > probe), default=None)
+        assert list(keys) == sorted(ref) and len(keys) == len(ref)
+        if ref:
+            assert keys.first() == min(ref)
+
+
+def test_ranked_queue_extend_is_add_one_by_one():
+    sizes = [(1, None), (2, None), (4, frozenset({"V100-32GB"}))]
+    one, burst_of = RankedQueue(), RankedQueue()
+    for q in (one, burst_of):
+        q.add(7, (5.0, 7), sizes[0])  # moved by the burst below
+    entries = [(j, (float(j % 11), j), sizes[j % 3]) for j in range(100)] + [(3, (0.5, 3), sizes[1])]
+    for job, key, size in entries:
+        one.add(job, key, size)
+    burst_of.extend(entries)
+    everything = [k for k in one.walk(lambda size: True)]
+    assert everything == list(burst_of.walk(lambda size: True)) and len(everything) == len(one) == 100
+    assert (0.5, 3) in everything and (3.0, 3) not in everything  # a job listed twice keeps its last entry
+
+
+class _CheckedTiresias(Tiresias):
+    """Tiresias checking, at every round, its kept rows against a ranking of every running job
+    made afresh (what the round did before the rows were kept between rounds)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rounds = 0
+
+    def _update_levels(self, view: ClusterView) -> None:
+        super()._update_levels(view)
+        fresh = sorted(
+            (
+                (
+                    bisect.bisect_right(self._thresholds, view.attained_service(j) - self._offset.get(j, 0.0)),
+                    view.job(j).submit_time,
+                    j,
+                ),
+                view.allocation(j)[1],
+                view.workers(j),
+            )
+            for j in view.running
+            if view.status_of(j) == JobStatus.RUNNING
+        )
+        assert self._rows == fresh, f"t={view.now}: the kept ranks differ from fresh ones"
+        self.rounds += 1
+
+
+@pytest.mark.parametrize(
+    "scenario, overrides",
+    [("default", {}), ("cloud", {}), ("default", {"sim.mtbf_h": "5"})],  # failures: the engine preempts too
+)
+def test_tiresias_kept_ranks_are_the_fresh_ranks_at_every_round(scenario, overrides):
+    s = scenarios.get(scenario, {"workload.synthetic.num_jobs": "300", **overrides})
+    policy = _CheckedTiresias()
+    r = scenarios.simulate(s, policy, 0)
+    assert policy.rounds > 100 and r.preemptions.sum() > 100

@@ -169,6 +169,8 @@ def test_migration_costs_the_overhead_but_no_work():
         (Start(0, ((0, 4),)), "gang: all 8 GPUs"),
         (Start(0, ((0, 4), (0, 4))), "each server at most once"),
         (Start(0, ((5, 8),)), "server id must be in 0..1"),
+        (Start(0, ((0.0, 8),)), "server id must be in 0..1"),  # type: ignore[arg-type]
+        (Start(0, ((0, 8.0),)), "each server at most once per group, with >= 1 GPU"),  # type: ignore[arg-type]
         (Start(0, ((1, 8),)), "GPU type: job may run on \\['T4-16GB'\\]"),
         (Start(1, ((0, 1),)), "job must be pending, it is future"),
         (Preempt(0), "job must be running, it is pending"),

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from heuristics.knapsack import mckp_value, solve_mckp
+from heuristics.knapsack import mckp_value, solve_mckp, solve_mckp_dense
 
 
 def brute_force(groups, capacity):
@@ -135,3 +135,24 @@ def test_large_instance_is_consistent_with_the_greedy_bound():
     best = float(np.sort(marg.ravel())[::-1][:capacity].sum())
     assert w == capacity
     assert v == pytest.approx(best, rel=1e-12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    values=st.lists(st.lists(st.integers(-3, 6).map(float) | st.floats(-50.0, 50.0), max_size=7), max_size=8),
+    capacity=st.integers(0, 20),
+)
+def test_dense_form_makes_the_same_choices_as_the_option_lists(values, capacity):
+    # ties included (small integer values): the dense form must break them the same way
+    groups = [[(i + 1, v) for i, v in enumerate(vals)] for vals in values]
+    flat = np.array([v for vals in values for v in vals], dtype=float)
+    assert solve_mckp_dense(flat, [len(v) for v in values], capacity) == solve_mckp(groups, capacity)
+
+
+def test_dense_form_refuses_bad_input_naming_the_group():
+    with pytest.raises(ValueError, match="group 1: values must be finite, got nan"):
+        solve_mckp_dense(np.array([1.0, math.nan]), [1, 1], 2)
+    with pytest.raises(ValueError, match="sizes add up to 3 values, got 2"):
+        solve_mckp_dense(np.array([1.0, 2.0]), [1, 2], 2)
+    with pytest.raises(ValueError, match="capacity must be an integer >= 0"):
+        solve_mckp_dense(np.array([1.0]), [1], -1)

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from envs.sim.config import ConfigError
 from envs.sim.engine import Engine, SimConfig
 from envs.sim.model import V100, JobSpec, Pool, ServerSpec
 from envs.sim.policy import Action, ClusterView, Preempt, Start
@@ -349,12 +350,16 @@ def small_dynamic_jobs() -> list[JobSpec]:
     return adapt_jobs(jobs, DynamicConfig(), np.random.default_rng(4))
 
 
-@pytest.mark.parametrize("policy", ["shockwave", "themis", "maxmin"])
-def test_policies_never_read_the_ground_truth(policy):
+@pytest.mark.parametrize(
+    ("policy", "sets"),
+    [("shockwave", {}), ("themis", {}), ("themis", {"allocation": "shares"}), ("maxmin", {})],
+    ids=["shockwave", "themis", "themis-shares", "maxmin"],
+)
+def test_policies_never_read_the_ground_truth(policy, sets):
     jobs = small_dynamic_jobs()
     cfg = SimConfig(checkpoint_interval_s=0.0, sample_s=0.0)
-    seen = Engine(servers(1), jobs, make(policy), None, None, cfg, log=True).run()
-    blind = Engine(servers(1), jobs, Blind(make(policy)), None, None, cfg, log=True).run()
+    seen = Engine(servers(1), jobs, make(policy, sets), None, None, cfg, log=True).run()
+    blind = Engine(servers(1), jobs, Blind(make(policy, sets)), None, None, cfg, log=True).run()
     assert seen.log == blind.log
     assert np.isfinite(seen.finish).all()
     assert seen.preemptions.sum() > 0  # the comparison covers preemptions too
@@ -434,6 +439,17 @@ def test_repository_isolated_duration_widens_accordions_first_critical_regime():
     g = dataclasses.replace(j, speed_phases=gns, duration=drawn * isolated_factor(gns))
     assert repo_isolated(g) == g.duration  # GNS and static jobs: as ours
     assert repo_isolated(dataclasses.replace(j, speed_phases=())) == j.duration
+
+
+def test_fairness_benchmark_takes_a_policys_settings():
+    """benchmarks/shockwave_fairness.py --policies NAME:KEY=VALUE;KEY=VALUE."""
+    from benchmarks.shockwave_fairness import policy_of
+
+    assert policy_of("themis") == ("themis", {})
+    assert policy_of("themis:allocation=shares") == ("themis", {"allocation": "shares"})
+    assert policy_of("themis:allocation=shares;round_s=60") == ("themis", {"allocation": "shares", "round_s": "60"})
+    with pytest.raises(ConfigError):
+        policy_of("themis:allocation")
 
 
 def test_adapt_jobs_modes_durations_and_regimes():

@@ -67,6 +67,12 @@ from envs.sim.throughput import ThroughputModel
 
 logger = logging.getLogger(__name__)
 
+# Enum members bound once for the hot paths: a member lookup (JobStatus.RUNNING) costs ten times
+# a global's.
+_PENDING, _RUNNING, _PREEMPTING, _DONE = JobStatus.PENDING, JobStatus.RUNNING, JobStatus.PREEMPTING, JobStatus.DONE
+_RECLAIMING = ServerStatus.RECLAIMING
+_TRAINING = Pool.TRAINING
+
 # Event kinds, in tie-breaking order at equal times.
 MILESTONE, GRACE_DONE, DEADLINE, FAIL, REPAIR, DEMAND, ARRIVAL, ROUND, SAMPLE = range(9)
 EVENT_NAMES = (
@@ -152,6 +158,7 @@ class _Job:
         "migrations",
         "mults",
         "noise",
+        "nominal",
         "nservers",
         "phase",
         "preempt_reclaim",
@@ -220,6 +227,7 @@ class _Job:
         self.fair = 1.0
         self.stopped = False  # ended early by a Stop action
         self.noise = 1.0  # this run's speed fluctuation
+        self.nominal: tuple[int, GpuType, float] | None = None  # (GPUs, type, throughput rate) on one server
         self.crowd = 1.0  # co-location slowdown
         self.mark = -1.0  # livelock guard: the most work done at any (re)start so far...
         self.futile = 0  # ...and the (re)starts since the one that set it
@@ -470,7 +478,7 @@ class Engine:
     # ------------------------------------------------------------------ handlers (return: decide after?)
     def _on_arrival(self, idx: int, _v: int) -> bool:
         j = self._jobs[idx]
-        j.status = JobStatus.PENDING
+        j.status = _PENDING
         j.queued_since = self.now
         j.sys_at_submit = self.i_in_system
         j.cap_at_submit = self.i_cap_training + self.i_cap_loaned
@@ -487,7 +495,7 @@ class Engine:
 
     def _on_milestone(self, idx: int, version: int) -> bool:
         j = self._jobs[idx]
-        if version != j.version or j.status != JobStatus.RUNNING:
+        if version != j.version or j.status != _RUNNING:
             return False
         self._settle(j)
         if j.phase < len(j.bounds) - 1:
@@ -506,7 +514,7 @@ class Engine:
         """A running job ends now (its work done, or stopped early)."""
         idx = j.idx
         self._release_all(j)
-        j.status = JobStatus.DONE
+        j.status = _DONE
         j.finish = self.now
         j.fair = self._fair(j)
         self.finish_log.append(idx)
@@ -521,7 +529,7 @@ class Engine:
 
     def _on_grace_done(self, idx: int, version: int) -> bool:
         j = self._jobs[idx]
-        if version != j.version or j.status != JobStatus.PREEMPTING:
+        if version != j.version or j.status != _PREEMPTING:
             return False
         self._release_all(j)
         self._requeue(j)
@@ -635,7 +643,7 @@ class Engine:
         """Empty a server now: flexible-only jobs scale in, the others are preempted."""
         for idx in list(self.cluster.hosted[sid]):
             j = self._jobs[idx]
-            if j.status == JobStatus.PREEMPTING:
+            if j.status == _PREEMPTING:
                 self._release_all(j)
                 self._requeue(j)
             elif any(s == sid for s, _ in j.base):
@@ -653,7 +661,7 @@ class Engine:
     def apply(self, action: Action) -> None:
         """Validate and carry out one action (the RL adapters call this too)."""
         if isinstance(action, Start):
-            j = self._job(action, action.job, JobStatus.PENDING)
+            j = self._job(action, action.job, _PENDING)
             gtype = self._check(action, j, action.base, action.flex, own=False)
             self._place(j, action.base, action.flex, gtype)
             self.queued_time_close(j)
@@ -661,13 +669,16 @@ class Engine:
                 j.first_start = self.now
             del self.pending[j.idx]
             self.running[j.idx] = None
-            j.status = JobStatus.RUNNING
+            j.status = _RUNNING
             self._last_start = self.now
             self._progress_check(j)
             if self._trace:
                 self._record("start", j.idx, _fmt(action.base, action.flex))
+        elif isinstance(action, Preempt):
+            j = self._job(action, action.job, _RUNNING)
+            self._preempt(j, action.graceful, reclaim=self._on_reclaiming(j))
         elif isinstance(action, Scale):
-            j = self._job(action, action.job, JobStatus.RUNNING)
+            j = self._job(action, action.job, _RUNNING)
             if not j.spec.elastic:
                 self._reject(action, j, "only elastic jobs scale")
             if action.flex != j.flex:
@@ -675,7 +686,7 @@ class Engine:
                 self._rescale(j, action.flex)
                 self._progress_check(j)
         elif isinstance(action, Migrate):
-            j = self._job(action, action.job, JobStatus.RUNNING)
+            j = self._job(action, action.job, _RUNNING)
             gtype = self._check(action, j, action.base, action.flex, own=True)
             self._settle(j)
             self._release_all(j)
@@ -684,11 +695,8 @@ class Engine:
             self._progress_check(j)
             if self._trace:
                 self._record("migrate", j.idx, _fmt(action.base, action.flex))
-        elif isinstance(action, Preempt):
-            j = self._job(action, action.job, JobStatus.RUNNING)
-            self._preempt(j, action.graceful, reclaim=self._on_reclaiming(j))
         elif isinstance(action, Stop):
-            j = self._job(action, action.job, JobStatus.RUNNING)
+            j = self._job(action, action.job, _RUNNING)
             self._settle(j)
             j.stopped = True
             self._complete(j)
@@ -728,6 +736,20 @@ class Engine:
     def _check(self, action: Action, j: _Job, base: Alloc, flex: Alloc, own: bool) -> GpuType:
         """Validate a full placement; ``own``: the job's current GPUs count as free."""
         cl, spec = self.cluster, j.spec
+        if len(base) == 1 and not flex and not own:  # the common case, accepted on the spot
+            sid, n = base[0]
+            if (
+                type(sid) is int
+                and type(n) is int
+                and 0 <= sid < len(cl.servers)
+                and 1 <= n <= cl.free[sid]
+                and (spec.min_gpus <= n <= spec.max_gpus if spec.max_gpus > spec.min_gpus else n == spec.num_gpus)
+                and cl.status[sid] in PLACEABLE
+            ):
+                gtype = cl.servers[sid].gpu_type
+                if spec.gpu_types is None or gtype.name in spec.gpu_types:
+                    return gtype
+            # otherwise the checks below name the rule broken
         nservers = len(cl.servers)
         need: dict[int, int] = {}
         counts = [0, 0]
@@ -793,7 +815,13 @@ class Engine:
         servers = self.cluster.servers
         if len(base) == 1 and not flex:  # the common case
             sid, workers = base[0]
-            return workers, 1, self.throughput.rate(j.spec, workers, 1, gtype) * servers[sid].speed_factor
+            memo = j.nominal  # the job's last one-server rate (hashing a GpuType costs a microsecond)
+            if memo is not None and memo[0] == workers and memo[1] is gtype:
+                rate = memo[2]
+            else:
+                rate = self.throughput.rate(j.spec, workers, 1, gtype)
+                j.nominal = (workers, gtype, rate)
+            return workers, 1, rate * servers[sid].speed_factor
         sids = {s for s, _ in base} | {s for s, _ in flex}
         workers = sum(n for _, n in base) + sum(n for _, n in flex)
         rate = self.throughput.rate(j.spec, workers, len(sids), gtype)
@@ -849,7 +877,7 @@ class Engine:
         for idx in sorted(near):
             k = self._jobs[idx]
             crowd = self._crowd(k)
-            if crowd != k.crowd and k.status == JobStatus.RUNNING:
+            if crowd != k.crowd and k.status == _RUNNING:
                 self._settle(k)
                 k.crowd = crowd
                 self._set_rate(k)
@@ -873,7 +901,7 @@ class Engine:
 
     def _count_busy(self, sid: int, n: int) -> None:
         server = self.cluster.servers[sid]
-        if server.pool == Pool.TRAINING:
+        if server.pool == _TRAINING:
             self.busy_training += n
         else:
             self.busy_loaned += n
@@ -896,7 +924,9 @@ class Engine:
 
     def _on_reclaiming(self, j: _Job) -> bool:
         st = self.cluster.status
-        return any(st[s] == ServerStatus.RECLAIMING for s, _ in j.base)
+        if len(j.base) == 1:
+            return st[j.base[0][0]] == _RECLAIMING
+        return any(st[s] == _RECLAIMING for s, _ in j.base)
 
     def _preempt(self, j: _Job, graceful: bool, reclaim: bool) -> None:
         self._settle(j)
@@ -904,7 +934,7 @@ class Engine:
         j.preempt_reclaim += int(reclaim)
         if graceful and j.spec.grace_period > 0.0:
             j.restore = j.work_done
-            j.status = JobStatus.PREEMPTING
+            j.status = _PREEMPTING
             j.rate = 0.0
             j.version += 1
             self._push(self.now + j.spec.grace_period, GRACE_DONE, j.idx, j.version)
@@ -926,7 +956,7 @@ class Engine:
             self._record("preempt", j.idx, f"lost {lost:.6g}" + (" reclaim" if reclaim else ""))
 
     def _requeue(self, j: _Job) -> None:
-        j.status = JobStatus.PENDING
+        j.status = _PENDING
         j.queued_since = self.now
         j.phase = _phase_of(j)
         del self.running[j.idx]

@@ -328,8 +328,8 @@ class ClusterView:
         j = self._e._jobs[job]
         now = self._e.now
         done = self._done(j)
-        held = now - j.held_since if j.status in (JobStatus.RUNNING, JobStatus.PREEMPTING) else 0.0
-        queued = j.queued_time + (now - j.queued_since if j.status == JobStatus.PENDING else 0.0)
+        held = now - j.held_since if j.status in _HOLDING else 0.0
+        queued = j.queued_time + (now - j.queued_since if j.status == _PENDING else 0.0)
         return JobState(
             job_id=job,
             status=j.status,
@@ -339,7 +339,7 @@ class ClusterView:
             work_done=done,
             work_total=self._total(j, done),
             rate=j.rate,
-            restarting_until=j.progress_from if j.status == JobStatus.RUNNING else float("nan"),
+            restarting_until=j.progress_from if j.status == _RUNNING else float("nan"),
             attained_service=j.attained + held * j.workers,
             run_time=j.run_time + held,
             queued_time=queued,
@@ -352,9 +352,20 @@ class ClusterView:
     def attained_service(self, job: int) -> float:
         """GPU-seconds held so far (cheaper than ``state(job).attained_service``)."""
         j = self._e._jobs[job]
-        if j.status in (JobStatus.RUNNING, JobStatus.PREEMPTING):
+        if j.status in _HOLDING:
             return float(j.attained + (self._e.now - j.held_since) * j.workers)
         return float(j.attained)
+
+    def run_time(self, job: int) -> float:
+        """``state(job).run_time``: seconds holding GPUs so far, without the snapshot."""
+        j = self._e._jobs[job]
+        if j.status in _HOLDING:
+            return float(j.run_time + (self._e.now - j.held_since))
+        return float(j.run_time)
+
+    def queued_since(self, job: int) -> float:
+        """``state(job).queued_since``: when it last entered the queue (nan while it holds GPUs)."""
+        return float(self._e._jobs[job].queued_since)
 
     def workers(self, job: int) -> int:
         """GPUs the job holds now."""
