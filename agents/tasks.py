@@ -87,9 +87,9 @@ def _seats(name: str, *more: str) -> tuple[str, ...]:
 
 
 _STEPS = ("--total-steps", "60000")
-# default sets 30% of deadlines at 1.1-3x the true duration after submission: ln(deadline - submit)
-# explains 91% of the variance of ln(duration) (benchmarks/headroom.py's R^2 line), more than a
-# sigma-1 estimate (44%). A task that hides durations has none.
+# default sets its deadlines at 1.1-3x the true duration after submission, which reveals the
+# duration better than a sigma-1 estimate does (benchmarks/headroom.py's R^2 line): a task that
+# hides durations has no deadlines.
 _NO_DEADLINES = ("workload.attributes.deadline_fraction", "0")
 
 TASKS: dict[str, BenchTask] = {

@@ -23,8 +23,8 @@ the one at which the Baseline (``fifo``) keeps the training pool about 82% busy 
 figure) with an average queue above 3,000 s. No value was tuned to make a comparison come out.
 
 Policies: ``Baseline`` is ``fifo`` at its jobs' requested sizes (``elastic=requested``: Aryl's
-Baseline scales no job; our ``fifo`` otherwise starts an elastic job at its max), ``Basic`` ``aryl-basic``, ``Aryl`` ``aryl`` and ``Ideal``
-``aryl`` with loaned servers never reclaimed. Table 6's ablation (placement without grouping:
+Baseline scales no job; our ``fifo`` otherwise starts an elastic job at its max), ``Basic``
+``aryl-basic``, ``Aryl`` ``aryl`` and ``Ideal`` ``aryl`` with loaned servers never reclaimed. Table 6's ablation (placement without grouping:
 elastic jobs go to training servers first like inelastic ones) is ``aryl-nogroup`` against
 ``aryl`` in Ideal and in the setting with reclaims: grouping only concerns elastic jobs, and
 our ``aryl-basic`` already places its elastic jobs training-first (``heuristics/aryl_place.py``:
