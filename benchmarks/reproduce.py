@@ -24,8 +24,9 @@ figure) with an average queue above 3,000 s. No value was tuned to make a compar
 
 Policies: ``Baseline`` is ``fifo`` at its jobs' requested sizes (``elastic=requested``: Aryl's
 Baseline scales no job; our ``fifo`` otherwise starts an elastic job at its max), ``Basic``
-``aryl-basic``, ``Aryl`` ``aryl`` and ``Ideal`` ``aryl`` with loaned servers never reclaimed. Table 6's ablation (placement without grouping:
-elastic jobs go to training servers first like inelastic ones) is ``aryl-nogroup`` against
+``aryl-basic``, ``Aryl`` ``aryl`` and ``Ideal`` ``aryl`` with loaned servers never reclaimed.
+Table 6's ablation (placement without grouping: elastic jobs go to training servers first like
+inelastic ones) is ``aryl-nogroup`` against
 ``aryl`` in Ideal and in the setting with reclaims: grouping only concerns elastic jobs, and
 our ``aryl-basic`` already places its elastic jobs training-first (``heuristics/aryl_place.py``:
 elastic jobs prefer loaned servers only when scaled elastically), so "Basic without grouping"
