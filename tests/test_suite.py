@@ -37,7 +37,7 @@ def test_every_task_builds_and_its_policies_may_run_at_its_level(task: suite.Ben
     for i, a in enumerate(ranges):
         for b in ranges[i + 1 :]:
             assert max(a.start, b.start) >= min(a.stop, b.stop)
-    assert len(task.test_seeds) == (40 if task.trained else 3)
+    assert len(task.test_seeds) == (40 if task.trained else 10)
 
 
 def test_unknown_task_is_one_sentence() -> None:
