@@ -81,7 +81,8 @@ def copy_repo(dest: Path) -> Path:
 def environ(repo: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment of a command in ``repo``: its ``.venv/bin`` first on the PATH (``python``
     and ``tensorboard`` are the environment's, as in an activated venv)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    own = ("PYTHONPATH", "VIRTUAL_ENV", "MAKELEVEL", "MAKEFLAGS", "MFLAGS")  # not a user's: make test's own
+    env = {k: v for k, v in os.environ.items() if k not in own}
     env["PATH"] = f"{repo / '.venv' / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     env["MPLBACKEND"] = "Agg"
     return env | dict(extra or {})

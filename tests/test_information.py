@@ -122,7 +122,15 @@ ESTIMATING = [n for n in registry.names() if not registry.entry(n).oracle]
 def test_no_policy_reads_the_truth(policy: str, level: str):
     if level == "none" and registry.entry(policy).needs != "none":
         pytest.skip("the policy refuses information=none")
-    b = _built("default", level, **{"workload.synthetic.num_jobs": "60", "workload.synthetic.min_duration_s": "20000"})
+    b = _built(
+        "default",
+        level,
+        **{
+            "workload.synthetic.num_jobs": "60",
+            "workload.synthetic.min_duration_s": "20000",
+            "cluster.training_servers": "16",
+        },
+    )
     jobs, knowledge = _perturbed(b, 5)
     if level == "none":
         knowledge = b.knowledge
