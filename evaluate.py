@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -276,4 +277,10 @@ def _fmt(v: float | None) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    if code == 130:  # interrupted, with what was done saved and said: skip the exit hooks, where
+        # Python 3.11's process-pool hook can write to the stopped pool's closed pipe and print a traceback
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
