@@ -65,7 +65,7 @@ from envs.sim import scenarios
 from envs.sim.config import ConfigError, SettingInfo, describe
 from envs.sim.engine import SimResult
 from envs.sim.feasibility import UnrunnableError, unrunnable
-from envs.sim.fileio import atomic_write
+from envs.sim.fileio import STOP_SIGNALS, atomic_write, signals_held
 from envs.sim.metrics import METRICS, summarize
 from envs.sim.model import JobClass
 from heuristics import registry
@@ -468,8 +468,6 @@ def execute(
 #: seconds a terminated pool worker gets to exit before it is killed
 STOP_S = 5.0
 
-_STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
-
 
 def _run_pool(tasks: Sequence[Task], workers: int, done: Callable[[TaskResult], None], models: Models | None) -> None:
     """The tasks in a local process pool. Its workers leave interrupts to this process: a Ctrl-C
@@ -479,11 +477,11 @@ def _run_pool(tasks: Sequence[Task], workers: int, done: Callable[[TaskResult], 
     reported: set[Future[TaskResult]] = set()
     try:
         # workers are forked here: blocked, a stop signal cannot reach one before it ignores it
-        signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
         try:
             futures = [pool.submit(run_task, t, models) for t in tasks]
         finally:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
         for fut in as_completed(futures):
             reported.add(fut)
             done(fut.result())
@@ -500,7 +498,7 @@ def _pool_worker() -> None:
     """A pool worker's start: SIGINT ignored, SIGTERM (the parent's stop) ends it quietly."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
 
 
 def _stop_pool(pool: ProcessPoolExecutor) -> None:
@@ -612,10 +610,11 @@ def sweep(
                     on_done(r)
 
     def finished(r: TaskResult) -> None:
-        if out is not None:
-            save_task(out, r)
-        if on_done:
-            on_done(r)
+        with signals_held():  # an interrupt here waits: a saved file is one on_done has counted
+            if out is not None:
+                save_task(out, r)
+            if on_done:
+                on_done(r)
 
     todo = [t for t in tasks if t not in have]
     for r in execute(todo, on_done=finished, **run):
@@ -659,7 +658,7 @@ def interrupts() -> Iterator[None]:
         hit = True
         raise KeyboardInterrupt
 
-    previous = {s: signal.signal(s, handler) for s in _STOP_SIGNALS}
+    previous = {s: signal.signal(s, handler) for s in STOP_SIGNALS}
     try:
         yield
     finally:

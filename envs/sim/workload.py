@@ -46,12 +46,10 @@ one sentence naming the file, the line (the header is line 1), the column and th
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import io
 import math
 import os
-import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +57,7 @@ from typing import Annotated, Any
 
 import numpy as np
 
+from envs.sim.fileio import atomic_open
 from envs.sim.model import GPU_TYPES, JobClass, JobSpec
 from envs.sim.settings import Each, Items, Names, Num, Settings, Span, Text
 
@@ -527,19 +526,8 @@ def write_trace(rows: Sequence[TraceRow], path: str | os.PathLike[str]) -> Path:
         lines.append(out)
 
     target = Path(path)
-    mode = target.stat().st_mode & 0o777 if target.exists() else 0o644
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", newline="", encoding="utf-8") as handle:
-            csv.writer(handle, lineterminator="\n").writerows(lines)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    with atomic_open(target) as handle:
+        csv.writer(handle, lineterminator="\n").writerows(lines)
     return target
 
 
