@@ -40,8 +40,8 @@ def signals_held() -> Iterator[None]:
     finally:
         for s, h in previous.items():
             signal.signal(s, signal.SIG_DFL if h is None else h)
-        for s in dict.fromkeys(caught):  # each once, in the order they came
-            signal.raise_signal(s)
+        for signum in dict.fromkeys(caught):  # each once, in the order they came
+            signal.raise_signal(signum)
 
 
 @contextlib.contextmanager
