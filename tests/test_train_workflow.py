@@ -86,20 +86,76 @@ def test_outside_a_terminal_each_evaluation_prints_a_progress_line_before_the_ta
 
 
 # ---------------------------------------------------------------------------------------------- tensorboard
+def hparams_sessions(logdir: Path) -> dict[str, tuple[dict[str, object], dict[str, float]]]:
+    """What TensorBoard's HParams tab shows for ``logdir`` (as ``tensorboard --logdir`` would
+    serve it, through the hparams plugin's own code): each session's run -> (its hyper-parameters,
+    its metrics' values)."""
+    from tensorboard import context
+    from tensorboard.backend.event_processing import data_provider, plugin_event_multiplexer
+    from tensorboard.plugins import base_plugin
+    from tensorboard.plugins.hparams import api_pb2, backend_context, list_session_groups
+
+    mux = plugin_event_multiplexer.EventMultiplexer()
+    mux.AddRunsFromDirectory(str(logdir))
+    mux.Reload()
+    provider = data_provider.MultiplexerDataProvider(mux, str(logdir))
+    tb = backend_context.Context(base_plugin.TBContext(data_provider=provider, logdir=str(logdir), multiplexer=mux))
+    request = api_pb2.ListSessionGroupsRequest(
+        start_index=0, slice_size=1000, allowed_statuses=list(api_pb2.Status.values())
+    )
+    response = list_session_groups.Handler(context.RequestContext(), tb, "", request).run()
+    out = {}
+    for group in response.session_groups:
+        hp = {k: v.WhichOneof("kind") and getattr(v, v.WhichOneof("kind")) for k, v in group.hparams.items()}
+        for session in group.sessions:
+            out[session.name] = (hp, {m.name.tag: m.value for m in session.metric_values})
+    return out
+
+
+def hparams_records(run: Path) -> int:
+    """Hparams session records in all the run's TensorBoard files (each a session start)."""
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+    return sum(
+        v.tag == "_hparams_/session_start_info"
+        for f in (run / "tb").rglob("*tfevents*")
+        for e in EventFileLoader(str(f)).Load()
+        for v in e.summary.value
+    )
+
+
+def check_hparams(run: Path, total_steps: int) -> dict[str, object]:
+    """The HParams tab of ``run``: one session, tb/ordering, with the run's config (its
+    ``total_steps``) and the figures of its last evaluation; its hyper-parameters."""
+    sessions = hparams_sessions(run.parent)
+    assert [s for s in sessions if s.startswith(run.name + "/")] == [f"{run.name}/tb/ordering"], sessions
+    assert hparams_records(run) == 1
+    hp, metrics = sessions[f"{run.name}/tb/ordering"]
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    assert hp["total_steps"] == config["total_steps"] == total_steps and hp["seed"] == config["seed"]
+    assert hp["eval_every"] == config["eval_every"]
+    s = state(run)
+    if s["evals"]:
+        last = s["evals"][-1]["agent"]
+        for k in ("avg_jct_s", "p95_jct_s", "utilization"):
+            assert metrics[f"eval/{k}/agent"] == pytest.approx(last[k]), k
+    if s["best_jct"] is not None:
+        assert metrics["eval/best_avg_jct_s"] == pytest.approx(s["best_jct"])
+    return hp
+
+
 def test_tensorboard_holds_the_hyperparameters_for_the_hparams_tab(finished):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     from tensorboard.plugins.hparams import plugin_data_pb2
 
     run, _ = finished
+    hp = check_hparams(run, 384)
+    assert hp["seed"] == 0 and hp["n_steps"] == 32 and hp["reward"] == "jct"
+    assert hp["overrides.workload.synthetic.num_jobs"] == "30"
+    assert hp["components.placement"] == "aryl-nogroup"
     ea = EventAccumulator(str(run / "tb" / "ordering"))
     ea.Reload()
     content = ea.PluginTagToContent("hparams")
-    start = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/session_start_info"]).session_start_info
-    hp = dict(start.hparams.items())
-    assert hp["seed"].number_value == 0 and hp["total_steps"].number_value == 384
-    assert hp["n_steps"].number_value == 32 and hp["reward"].string_value == "jct"
-    assert hp["overrides.workload.synthetic.num_jobs"].string_value == "30"
-    assert hp["components.placement"].string_value == "aryl-nogroup"
     experiment = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/experiment"]).experiment
     metrics = {m.name.tag for m in experiment.metric_infos}
     assert {"eval/avg_jct_s/agent", "eval/p95_jct_s/agent", "eval/best_avg_jct_s"} <= metrics
@@ -108,6 +164,8 @@ def test_tensorboard_holds_the_hyperparameters_for_the_hparams_tab(finished):
     last = state(run)["evals"][-1]["agent"]
     assert tags["eval/avg_jct_s/agent"][-1] == (384, pytest.approx(last["avg_jct_s"]))
     assert tags["eval/best_avg_jct_s"][-1] == (384, pytest.approx(state(run)["best_jct"]))
+    assert "| total_steps | 384 |" in ea.Tensors("hyperparameters/text_summary")[0].tensor_proto.string_val[0].decode()
+    assert len(ea.Tensors("hyperparameters/text_summary")) == 1
 
 
 def check_global_steps(run: Path, ordering: list[tuple[int, int]], placement: list[tuple[int, int]], evals: list[int]):
@@ -158,9 +216,11 @@ def test_resume_with_total_steps_extends_a_finished_run(finished, demos, tmp_pat
         (run / "command.txt").read_text().splitlines()[-1].endswith(f"--resume {run} --total-steps 513 --demos {demos}")
     )
     check_global_steps(run, [(0, ORDERING_END), (384, 486)], [(ORDERING_END, 384), (486, 512)], [*EVALS, 486, 512])
+    assert check_hparams(run, 513)["extensions"] == "(384, 384)"  # the new budget, the latest figures
     # the extended run resumes plainly, with nothing left to do
     again = train("--resume", str(run))
     assert again.returncode == 0 and state(run)["steps"] == 512 and len(state(run)["evals"]) == len(EVALS) + 2
+    check_hparams(run, 513)
 
 
 def test_resume_takes_the_settings_a_run_may_change_and_records_them(finished, tmp_path):
@@ -172,6 +232,7 @@ def test_resume_takes_the_settings_a_run_may_change_and_records_them(finished, t
     config = yaml.safe_load((run / "config.yaml").read_text())
     assert config["eval_every"] == 64 and config["total_steps"] == 384 and config["extensions"] == []
     assert state(run) == state(finished[0])  # finished: nothing to train
+    assert check_hparams(run, 384)["eval_every"] == 64
 
 
 # ---------------------------------------------------------------------------------------------- seeds
