@@ -4,7 +4,9 @@ or the running cluster at an address), and their summary over seeds (mean and 95
 interval, :func:`agents.evaluation.stat`).
 
 A seed's run is the same wherever it runs: the same config (the seed replaced), the same steps,
-the same numbers in its state.json and TensorBoard files.
+the same numbers in its state.json and TensorBoard files. Its evaluations are seen as they come
+in both backends (train.py prints a progress line for each): on Ray, the tasks send them to an
+actor that the driver reads (:class:`Relay`), so the workers need not share the driver's files.
 """
 
 from __future__ import annotations
@@ -97,7 +99,9 @@ def run_seeds(
     """Train ``config`` once per seed; the runs in seed order. ``backend``: ``local`` (in this
     process, one after the other) or ``ray`` (one Ray task per seed, on the cluster at
     ``address``, or on a local instance of ``cpus`` CPUs started and shut down here). ``on_done``
-    sees each run as it finishes; ``hold`` and ``watch``: see :func:`train_seed` (local only).
+    sees each run as it finishes; ``hold``: see :func:`train_seed` (local only); ``watch``: see
+    :func:`train_seed`, called here in both backends (on Ray, with the evaluations the tasks
+    send: :class:`Relay`).
     An exception here (Ctrl-C) cancels the seeds not done; each run folder holds its last
     commit, and resumes."""
     configs = [dataclasses.replace(config, seed=s) for s in seeds]
@@ -113,7 +117,7 @@ def run_seeds(
         for c in configs:
             finished(train_seed(c, out, demos, command, hold, watch))
     elif backend == "ray":
-        _run_ray(configs, out, demos, command, address, cpus, finished)
+        _run_ray(configs, out, demos, command, address, cpus, finished, watch)
     else:
         raise ConfigError(f"unknown backend '{backend}'; valid backends: local, ray.")
     return [done[s] for s in seeds]
@@ -127,7 +131,11 @@ def _run_ray(
     address: str | None,
     cpus: int,
     finished: Callable[[SeedRun], None],
+    watch: Watch | None,
 ) -> None:
+    """One Ray task per config; each run's evaluations reach ``watch`` here through a
+    :class:`Mailbox` actor (the workers of a cluster need not share this machine's files), read
+    every :data:`POLL_S` seconds and before each finished run goes to ``finished``."""
     try:
         import ray
     except ImportError:
@@ -136,18 +144,69 @@ def _run_ray(
 
     started = start_ray(address, cpus)
     pending: list[Any] = []
+    mailbox: Any = None
     try:
         remote: Any = ray.remote(num_cpus=1)(train_seed)
-        pending = [remote.remote(c, out, demos, command) for c in configs]
+        if watch is not None:
+            mailbox = ray.remote(num_cpus=0)(Mailbox).remote()
+        relay = Relay(mailbox) if mailbox is not None else None
+        pending = [remote.remote(c, out, demos, command, watch=relay) for c in configs]
+        seen: dict[int, Callable[[dict[str, Any]], None]] = {}
+
+        def deliver() -> None:
+            if watch is None:
+                return
+            for seed, entry in ray.get(mailbox.take.remote()):
+                if entry is None:
+                    seen[seed] = watch(seed)
+                else:
+                    seen[seed](entry)
+
         while pending:
-            ready, pending = ray.wait(pending, num_returns=1)
+            ready, pending = ray.wait(pending, num_returns=1, timeout=POLL_S)
+            deliver()  # a run's messages are all in before its task is done (Relay waits for each)
             for r in ready:
                 finished(ray.get(r))
     finally:
         for r in pending:
             ray.cancel(r, force=True)
+        if mailbox is not None:
+            ray.kill(mailbox)
         if started:
             ray.shutdown()
+
+
+POLL_S = 1.0
+"""seconds between the Ray driver's reads of its :class:`Mailbox`"""
+
+
+class Mailbox:
+    """A Ray actor's class: the messages of the seeds' runs, in the order they came, until taken."""
+
+    def __init__(self) -> None:
+        self._messages: list[tuple[int, dict[str, Any] | None]] = []
+
+    def put(self, message: tuple[int, dict[str, Any] | None]) -> None:
+        self._messages.append(message)
+
+    def take(self) -> list[tuple[int, dict[str, Any] | None]]:
+        out, self._messages = self._messages, []
+        return out
+
+
+class Relay:
+    """A :data:`Watch` that a Ray task calls where it trains: it sends ``(seed, None)`` when the
+    seed's run starts being watched, then ``(seed, entry)`` for each evaluation, to a
+    :class:`Mailbox` actor, each put waited for (so a finished task has sent all of them)."""
+
+    def __init__(self, mailbox: Any) -> None:
+        self.mailbox = mailbox
+
+    def __call__(self, seed: int) -> Callable[[dict[str, Any]], None]:
+        import ray
+
+        ray.get(self.mailbox.put.remote((seed, None)))
+        return lambda entry: ray.get(self.mailbox.put.remote((seed, entry)))
 
 
 def summary(runs: Sequence[SeedRun]) -> dict[str, Stat]:

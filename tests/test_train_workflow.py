@@ -7,12 +7,15 @@ Every test runs the real train.py in a subprocess on a tiny config."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import secrets
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -273,14 +276,67 @@ def test_seeds_train_here_and_on_ray_to_the_same_run_folders(demos, tmp_path):
             assert f"seed {seed}: {r}: 256 steps, agent avg JCT {j:,.0f} s" in text
         mean = sum(jct) / 2
         assert f"{mean:,.0f} ±" in text
-        if backend == "local":  # each evaluation of each seed prints its progress line
-            assert "seed 1: 256/256 steps" in text and f"agent avg JCT {jct[1]:,.0f} s" in text
+        for seed, r in enumerate(runs):  # here and on Ray, each evaluation prints its seed's progress line
+            check_seed_progress(p.stdout, seed, r, 256)
     for local, ray in zip(folders["local"], folders["ray"], strict=True):
         a, b = comparable(local), comparable(ray)
         assert a["command"] != b["command"]  # each names its backend and --out
         a.pop("command"), b.pop("command")
         assert a == b, local.name
     assert comparable(folders["local"][0])["state"] != comparable(folders["local"][1])["state"]  # seeds differ
+
+
+def check_seed_progress(stdout: str, seed: int, run: Path, planned: int) -> None:
+    """One progress line of ``seed`` per evaluation of its run (steps, steps/s after the first,
+    the agent's avg JCT), in order, all before the line saying the seed is done."""
+    lines = [" ".join(line.split()) for line in stdout.splitlines()]
+    done = next(i for i, line in enumerate(lines) if line.startswith(f"seed {seed}: {run}:"))
+    progress = [(i, line) for i, line in enumerate(lines) if re.match(rf"seed {seed}: [\d,]+/", line)]
+    evals = state(run)["evals"]
+    assert len(progress) == len(evals) >= 2, lines
+    for (i, line), e in zip(progress, evals, strict=True):
+        assert i < done and line.startswith(f"seed {seed}: {e['steps']:,}/{planned:,} steps"), line
+        assert ("steps/s" in line) == (e["steps"] > 0) and f"agent avg JCT {e['agent']['avg_jct_s']:,.0f} s" in line
+
+
+@contextlib.contextmanager
+def ray_cluster() -> Iterator[str]:
+    """A running Ray instance that train.py joins with --address: started by a Python process of
+    its own (one CPU), whose Ray processes end with it when its stdin closes. Its address. (Ray
+    protects a cluster with a token: the caller sets one, RAY_AUTH_TOKEN, for both processes.)"""
+    code = (
+        "import sys, ray; ray.init(num_cpus=1, include_dashboard=False); "
+        "print(ray.get_runtime_context().gcs_address, flush=True); sys.stdin.read()"
+    )
+    p = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout is not None
+        address = p.stdout.readline().strip()
+        assert re.fullmatch(r"[\w.-]+:\d+", address), address
+        yield address
+    finally:
+        assert p.stdin is not None
+        p.stdin.close()
+        try:
+            p.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def test_seeds_on_a_running_ray_cluster_report_their_progress_and_write_their_run(demos, tmp_path, monkeypatch):
+    pytest.importorskip("ray")
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")
+    monkeypatch.setenv("RAY_AUTH_TOKEN", secrets.token_hex(32))
+    tiny = [a if a != "384" else "128" for a in TINY]
+    out = tmp_path / "runs"
+    with ray_cluster() as address:
+        ray_args = ("--seeds", "0", "--backend", "ray", "--address", address)
+        p = train(*tiny, *ray_args, "--out", str(out), "--demos", str(demos))
+    assert p.returncode == 0, p.stdout + p.stderr
+    (run,) = out.iterdir()
+    assert state(run)["steps"] == 128 and (run / "checkpoints" / "ordering_latest.zip").is_file()
+    check_seed_progress(p.stdout, 0, run, 128)
 
 
 @pytest.mark.parametrize(
