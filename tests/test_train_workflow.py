@@ -13,8 +13,10 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -337,6 +339,37 @@ def test_seeds_on_a_running_ray_cluster_report_their_progress_and_write_their_ru
     (run,) = out.iterdir()
     assert state(run)["steps"] == 128 and (run / "checkpoints" / "ordering_latest.zip").is_file()
     check_seed_progress(p.stdout, 0, run, 128)
+
+
+def test_a_signal_stops_seeds_on_ray_with_each_run_folder_at_its_last_commit(demos, tmp_path):
+    pytest.importorskip("ray")
+    from agents import rundir
+
+    out = tmp_path / "runs"
+    cmd = [sys.executable, "train.py", *TINY, "--seeds", "0", "--backend", "ray", "--out", str(out)]
+    env = {k: v for k, v in os.environ.items() if k != rundir.PAUSE_ENV}
+    p = subprocess.Popen(
+        [*cmd, "--demos", str(demos)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+    )
+    watchdog = threading.Timer(600, p.kill)
+    watchdog.start()
+    try:
+        assert p.stdout is not None
+        said = []
+        for line in p.stdout:  # stopped while waiting on the task, once its first evaluation is in
+            said.append(line)
+            if line.startswith("seed 0: 0/384 steps"):
+                p.send_signal(signal.SIGTERM)
+                break
+        said.append(p.communicate()[0])
+    finally:
+        watchdog.cancel()
+    text = " ".join("".join(said).split())
+    assert p.returncode == 143, text
+    assert f"stopped by SIGTERM: each run folder under {out} holds its last commit" in text and "Traceback" not in text
+    (run,) = out.iterdir()
+    s, _ = rundir.read_state(run, rundir.load_config(run))  # a consistent commit: it resumes
+    assert s.evals and s.evals[0]["steps"] == 0
 
 
 @pytest.mark.parametrize(
