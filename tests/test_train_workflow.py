@@ -243,8 +243,8 @@ def test_resume_takes_the_settings_a_run_may_change_and_records_them(finished, t
 # ---------------------------------------------------------------------------------------------- seeds
 def comparable(run: Path) -> dict[str, object]:
     """What a run's folder says that must not depend on where it ran: its config, layout, progress,
-    evaluations and clonings, and the values of its TensorBoard scalars (not time/fps, nor the
-    checkpoints' bytes or the folder name, which hold wall-clock times)."""
+    evaluations and clonings, its HParams tab, and the values of its TensorBoard scalars (not
+    time/fps, nor the checkpoints' bytes or the folder name, which hold wall-clock times)."""
     s = state(run)
     return {
         "config": (run / "config.yaml").read_text(),
@@ -253,6 +253,7 @@ def comparable(run: Path) -> dict[str, object]:
         # as JSON text: a NaN (a cloning's accuracy with no held-out step) equals itself
         "state": json.dumps({k: s[k] for k in ("phase", "in_phase", "steps", "best_jct", "evals", "bc", "generation")}),
         "checkpoints": sorted(s["checkpoints"]),
+        "hparams": hparams_sessions(run.parent)[f"{run.name}/tb/ordering"],
         "tb": json.dumps(
             {a: {t: v for t, v in scalars(run / "tb" / a).items() if not t.startswith("time/")} for a in AGENTS},
             sort_keys=True,
