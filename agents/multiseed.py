@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import re
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +36,8 @@ if TYPE_CHECKING:  # agents.dual imports torch: only when a seed trains
 
 Watch = Callable[[int], Callable[[dict[str, Any]], None]]
 """seed -> what sees each evaluation of its run"""
+Steps = Callable[[int, int], None]
+"""(seed, env steps): sees the steps of each seed's run as they are trained"""
 
 
 def parse_seeds(text: str) -> tuple[int, ...]:
@@ -69,14 +73,17 @@ def train_seed(
     command: list[str],
     hold: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
     watch: Watch | None = None,
+    steps: Steps | None = None,
 ) -> SeedRun:
     """Train ``config`` from scratch in a new run folder under ``out`` (demonstrations cached in
     ``demos``), as train.py does for one seed. The folder is created inside ``hold()`` (train.py:
     with stop signals held, so that it is created whole); after the cloning, ``watch(seed)``
-    gives what sees each evaluation (:attr:`agents.dual.Trainer.on_eval`)."""
+    gives what sees each evaluation (:attr:`agents.dual.Trainer.on_eval`); ``steps`` sees the
+    steps as they are trained (:attr:`agents.dual.Trainer.progress`)."""
     from agents.dual import Trainer
 
-    trainer = Trainer(config)
+    seed = config.seed
+    trainer = Trainer(config, progress=None if steps is None else lambda n: steps(seed, n))
     with hold():
         run = trainer.create(Path(out), command)
     if config.bc:
@@ -99,12 +106,13 @@ def run_seeds(
     on_done: Callable[[SeedRun], None] | None = None,
     hold: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
     watch: Watch | None = None,
+    steps: Steps | None = None,
 ) -> list[SeedRun]:
     """Train ``config`` once per seed; the runs in seed order. ``backend``: ``local`` (in this
     process, one after the other) or ``ray`` (one Ray task per seed, on the cluster at
     ``address``, or on a local instance of ``cpus`` CPUs started and shut down here). ``on_done``
-    sees each run as it finishes; ``hold``: see :func:`train_seed` (local only); ``watch``: see
-    :func:`train_seed`, called here in both backends (on Ray, with the evaluations the tasks
+    sees each run as it finishes; ``hold``: see :func:`train_seed` (local only); ``watch`` and
+    ``steps``: see :func:`train_seed`, called here in both backends (on Ray, with what the tasks
     send: :class:`Relay`).
     An exception here (Ctrl-C) cancels the seeds not done; each run folder holds its last
     commit, and resumes."""
@@ -119,9 +127,9 @@ def run_seeds(
 
     if backend == "local":
         for c in configs:
-            finished(train_seed(c, out, demos, command, hold, watch))
+            finished(train_seed(c, out, demos, command, hold, watch, steps))
     elif backend == "ray":
-        _run_ray(configs, out, demos, command, address, cpus, finished, watch)
+        _run_ray(configs, out, demos, command, address, cpus, finished, watch, steps)
     else:
         raise ConfigError(f"unknown backend '{backend}'; valid backends: local, ray.")
     return [done[s] for s in seeds]
@@ -136,10 +144,11 @@ def _run_ray(
     cpus: int,
     finished: Callable[[SeedRun], None],
     watch: Watch | None,
+    steps: Steps | None,
 ) -> None:
-    """One Ray task per config; each run's evaluations reach ``watch`` here through a
-    :class:`Mailbox` actor (the workers of a cluster need not share this machine's files), read
-    every :data:`POLL_S` seconds and before each finished run goes to ``finished``."""
+    """One Ray task per config; each run's evaluations and steps reach ``watch`` and ``steps``
+    here through a :class:`Mailbox` actor (the workers of a cluster need not share this machine's
+    files), read every :data:`POLL_S` seconds and before each finished run goes to ``finished``."""
     try:
         import ray
     except ImportError:
@@ -150,21 +159,23 @@ def _run_ray(
     pending: list[Any] = []
     mailbox: Any = None
     try:
-        remote: Any = ray.remote(num_cpus=1)(train_seed)
-        if watch is not None:
+        remote: Any = ray.remote(num_cpus=1)(_train_seed_relayed)
+        if watch is not None or steps is not None:
             mailbox = ray.remote(num_cpus=0)(Mailbox).remote()
-        relay = Relay(mailbox) if mailbox is not None else None
-        pending = [remote.remote(c, out, demos, command, watch=relay) for c in configs]
+        relay = Relay(mailbox, evals=watch is not None, steps=steps is not None)
+        pending = [remote.remote(c, out, demos, command, relay) for c in configs]
         seen: dict[int, Callable[[dict[str, Any]], None]] = {}
 
         def deliver() -> None:
-            if watch is None:
+            if mailbox is None:
                 return
-            for seed, entry in ray.get(mailbox.take.remote()):
-                if entry is None:
+            for seed, kind, what in ray.get(mailbox.take.remote()):
+                if kind == "steps" and steps is not None:
+                    steps(seed, what)
+                elif kind == "watched" and watch is not None:
                     seen[seed] = watch(seed)
-                else:
-                    seen[seed](entry)
+                elif kind == "eval":
+                    seen[seed](what)
 
         with _signals_outside_ray():
             while pending:
@@ -213,33 +224,71 @@ POLL_S = 1.0
 """seconds between the Ray driver's reads of its :class:`Mailbox`"""
 
 
+def _train_seed_relayed(config: TrainConfig, out: str, demos: str, command: list[str], relay: Relay) -> SeedRun:
+    """:func:`train_seed` in a Ray task, watched by ``relay`` (one object for both, so that its
+    evaluations send the steps before them)."""
+    watch = relay if relay.evals else None
+    return train_seed(config, out, demos, command, watch=watch, steps=relay.steps if relay.send_steps else None)
+
+
+Message = tuple[int, str, Any]
+"""(seed, kind, what) from a Ray task to the driver: ``("watched", None)`` when the run's
+evaluations start being watched, ``("eval", entry)`` for each evaluation, ``("steps", n)`` for
+``n`` more steps trained"""
+
+
 class Mailbox:
-    """A Ray actor's class: the messages of the seeds' runs, in the order they came, until taken."""
+    """A Ray actor's class: the :data:`Message` of the seeds' runs, in the order they came, until
+    taken."""
 
     def __init__(self) -> None:
-        self._messages: list[tuple[int, dict[str, Any] | None]] = []
+        self._messages: list[Message] = []
 
-    def put(self, message: tuple[int, dict[str, Any] | None]) -> None:
+    def put(self, message: Message) -> None:
         self._messages.append(message)
 
-    def take(self) -> list[tuple[int, dict[str, Any] | None]]:
+    def take(self) -> list[Message]:
         out, self._messages = self._messages, []
         return out
 
 
 class Relay:
-    """A :data:`Watch` that a Ray task calls where it trains: it sends ``(seed, None)`` when the
-    seed's run starts being watched, then ``(seed, entry)`` for each evaluation, to a
-    :class:`Mailbox` actor, each put waited for (so a finished task has sent all of them)."""
+    """What a Ray task calls where it trains, as its :data:`Watch` and :data:`Steps`: each sends
+    its :data:`Message` to a :class:`Mailbox` actor, each put waited for (so a finished task has
+    sent all of them). Steps are sent at most every :data:`POLL_S` seconds, the rest summed, and
+    all before the next evaluation (every phase ends with one: a finished run has sent them all)."""
 
-    def __init__(self, mailbox: Any) -> None:
+    def __init__(self, mailbox: Any, evals: bool, steps: bool) -> None:
         self.mailbox = mailbox
+        self.evals, self.send_steps = evals, steps
+        """whether to send the evaluations, the steps"""
+        self._unsent: dict[int, int] = {}
+        self._sent_at = -math.inf
 
-    def __call__(self, seed: int) -> Callable[[dict[str, Any]], None]:
+    def _send(self, message: Message) -> None:
         import ray
 
-        ray.get(self.mailbox.put.remote((seed, None)))
-        return lambda entry: ray.get(self.mailbox.put.remote((seed, entry)))
+        ray.get(self.mailbox.put.remote(message))
+
+    def __call__(self, seed: int) -> Callable[[dict[str, Any]], None]:
+        self._send((seed, "watched", None))
+
+        def evaluated(entry: dict[str, Any]) -> None:
+            self._flush(seed)
+            self._send((seed, "eval", entry))
+
+        return evaluated
+
+    def steps(self, seed: int, n: int) -> None:
+        self._unsent[seed] = self._unsent.get(seed, 0) + n
+        if time.monotonic() - self._sent_at >= POLL_S:
+            self._flush(seed)
+
+    def _flush(self, seed: int) -> None:
+        n = self._unsent.pop(seed, 0)
+        if n:
+            self._send((seed, "steps", n))
+        self._sent_at = time.monotonic()
 
 
 def summary(runs: Sequence[SeedRun]) -> dict[str, Stat]:

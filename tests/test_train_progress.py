@@ -1,7 +1,7 @@
 """Progress of train.py in every setting (issue 19): on a terminal a rich progress bar of the
-steps, and in a terminal or not one line per evaluation; the evaluation interval is a flag whose
-help gives its default. (Outside a terminal and with ``--seeds``, here or on Ray:
-tests/test_train_workflow.py.)
+steps (one per seed with ``--seeds``, here or on Ray), and in a terminal or not one line per
+evaluation; the evaluation interval is a flag whose help gives its default. (The lines outside
+a terminal, one run or several seeds, here or on Ray: tests/test_train_workflow.py.)
 
 The terminal is a real pseudo-terminal around a real train.py on a tiny config."""
 
@@ -15,6 +15,7 @@ import sys
 import threading
 from pathlib import Path
 
+import pytest
 from test_train_robust import TINY
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,19 +52,44 @@ def on_a_terminal(args: list[str], watchdog: float = 600) -> tuple[int, str]:
     return code, ANSI.sub("", text).replace("\r", "\n")
 
 
-def test_on_a_terminal_a_progress_bar_counts_the_steps_beside_the_evaluation_lines(tmp_path: Path):
-    tiny = [a if a != "384" else "128" for a in TINY]
-    out = tmp_path / "runs"
-    code, text = on_a_terminal([*tiny, "--no-bc", "--out", str(out), "--demos", str(tmp_path / "demos")])
-    assert code == 0, text[-3000:]
-    # the bar: its label, its bar, steps done of the planned 128, moving on
-    bars = [m for line in text.splitlines() if (m := re.match(r"\s*training\s+[━╸╺]+\s+(\d+)/128\b", line))]
-    counts = [int(m[1]) for m in bars]
-    assert counts and counts == sorted(counts) and len(set(counts)) >= 2, counts
-    # the evaluation lines, in the terminal too: at 0, at the ordering phase's end (102) and at 128
+def bar_counts(text: str, label: str, planned: int) -> list[int]:
+    """The steps done that each render of the bar line headed ``label`` showed, in order."""
+    bar = re.compile(rf"\s*{label}\s+[━╸╺]+\s+(\d+)/{planned}\b")
+    return [int(m[1]) for line in text.splitlines() if (m := bar.match(line))]
+
+
+def progress_lines(text: str, prefix: str = "") -> list[str]:
+    """The steps of each evaluation's progress line (after ``prefix``), in order."""
     lines = [" ".join(line.split()) for line in text.splitlines()]
-    assert [ln.split("/")[0] for ln in lines if re.match(r"\d+/128 steps", ln)] == ["0", "102", "128"], lines
+    return [ln.removeprefix(prefix).split("/")[0] for ln in lines if re.match(rf"{prefix}\d+/\d+ steps", ln)]
+
+
+# 128 steps over 2 envs, 80% ordering: ordering to 102, then placement; evaluations at 0, at the
+# ordering phase's end and at 128 (each line re-renders the bar, so it shows these counts at least)
+TINY_128 = [*(a if a != "384" else "128" for a in TINY), "--no-bc"]
+EVALS = ["0", "102", "128"]
+
+
+def test_on_a_terminal_a_progress_bar_counts_the_steps_beside_the_evaluation_lines(tmp_path: Path):
+    code, text = on_a_terminal([*TINY_128, "--out", str(tmp_path / "runs"), "--demos", str(tmp_path / "demos")])
+    assert code == 0, text[-3000:]
+    counts = bar_counts(text, "training", 128)
+    assert counts == sorted(counts) and {0, 102, 128} <= set(counts), counts
+    assert progress_lines(text) == EVALS, text[-3000:]
+    lines = [" ".join(line.split()) for line in text.splitlines()]
     assert any(ln.startswith("128/128 steps, ") and "steps/s; eval: agent avg JCT" in ln for ln in lines)
+
+
+@pytest.mark.parametrize("backend", ["local", "ray"])
+def test_on_a_terminal_each_seed_has_its_bar_here_and_on_ray(backend: str, tmp_path: Path):
+    if backend == "ray":
+        pytest.importorskip("ray")
+    seeds = ["--seeds", "0", "--backend", backend]
+    code, text = on_a_terminal([*TINY_128, *seeds, "--out", str(tmp_path / "runs"), "--demos", str(tmp_path / "d")])
+    assert code == 0, text[-3000:]
+    counts = bar_counts(text, "seed 0", 128)
+    assert counts == sorted(counts) and {0, 102, 128} <= set(counts), counts
+    assert progress_lines(text, "seed 0: ") == EVALS, text[-3000:]
 
 
 def test_the_evaluation_interval_is_a_flag_whose_help_gives_its_default():
