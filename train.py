@@ -17,9 +17,11 @@ rollout and evaluation, so that any kill leaves a consistent folder (agents/rund
 again if it was deleted. With --total-steps N, --resume trains the run on to N steps in all (the
 phases done stay; the rest is planned as a new run's); other flags must agree with its
 config.yaml, except --eval-every and --threads, which apply and are recorded. Each phase trains
-exactly its steps (total_steps, rounded to a multiple of n_envs, said at start); one line per
-evaluation reports the progress. A user error (bad flag or value, unknown name, bad trace, a
-corrupt or inconsistent run folder) prints one sentence and exits 2, with nothing written.
+exactly its steps (total_steps, rounded to a multiple of n_envs, said at start). A terminal
+shows a bar of the steps trained (one per seed with --seeds, here or on Ray), and one line per
+evaluation (steps, steps/s, the agent's avg JCT) reports the progress, in a terminal or not. A
+user error (bad flag or value, unknown name, bad trace, a corrupt or inconsistent run folder)
+prints one sentence and exits 2, with nothing written.
 """
 
 from __future__ import annotations
@@ -203,6 +205,20 @@ def progress_line(console: Console, planned: int, start: int, prefix: str = "") 
     return line
 
 
+def progress_bar(console: Console, label: str) -> Progress:
+    """The bar of the steps trained (shown on a terminal only), each task's line headed by
+    ``label`` (a format of the task: ``"seed {task.fields[seed]}"``)."""
+    return Progress(
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """Exit status: 0 done, 2 a user error (nothing written), 130 after SIGINT and 143 after
     SIGTERM (the run folder holds its last commit: resume it)."""
@@ -284,15 +300,7 @@ def _main(args: argparse.Namespace, argv: list[str] | None, console: Console, wh
             f"(every step moves all envs): training {planned} steps"
         )
 
-    with Progress(
-        TextColumn("training"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=console,
-        transient=True,
-    ) as bar:
+    with progress_bar(console, "training") as bar:
         task = bar.add_task("steps", total=planned, completed=trainer.state.steps)
         trainer.progress = lambda n: bar.advance(task, n)
         if config.bc:
@@ -356,19 +364,22 @@ def _seeds(args: argparse.Namespace, command: list[str], console: Console) -> in
         console.print(f"seed {r.seed}: {r.run}: {r.steps} steps, agent avg JCT {r.final['avg_jct_s']:,.0f} s")
 
     try:
-        runs = multiseed.run_seeds(
-            config,
-            seeds,
-            args.out,
-            args.demos,
-            command,
-            backend=args.backend,
-            address=args.address,
-            cpus=min(len(seeds), os.cpu_count() or 1),
-            on_done=done,
-            hold=signals_held,
-            watch=lambda seed: progress_line(console, config.planned_steps(), 0, f"seed {seed}: "),
-        )
+        with progress_bar(console, "seed {task.fields[seed]}") as bar:
+            tasks = {s: bar.add_task("steps", total=config.planned_steps(), seed=s) for s in seeds}
+            runs = multiseed.run_seeds(
+                config,
+                seeds,
+                args.out,
+                args.demos,
+                command,
+                backend=args.backend,
+                address=args.address,
+                cpus=min(len(seeds), os.cpu_count() or 1),
+                on_done=done,
+                hold=signals_held,
+                watch=lambda seed: progress_line(console, config.planned_steps(), 0, f"seed {seed}: "),
+                steps=lambda seed, n: bar.advance(tasks[seed], n),
+            )
     except ConfigError as e:
         console.print(f"[red]error:[/red] {e}", highlight=False)
         return 2

@@ -21,6 +21,7 @@ import json
 import logging
 import math
 import re
+import time
 import typing
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -32,7 +33,7 @@ import numpy as np
 import torch as th
 from sb3_contrib import MaskablePPO
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList
-from stable_baselines3.common.logger import HParam, KVWriter, Logger, TensorBoardOutputFormat, make_output_format
+from stable_baselines3.common.logger import KVWriter, Logger, make_output_format
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv
 
@@ -48,6 +49,7 @@ from envs.ordering import OrderingEnv
 from envs.placement import PlacementEnv
 from envs.sim import scenarios
 from envs.sim.config import ConfigError
+from envs.sim.fileio import atomic_write
 from envs.sim.inference import InferenceConfigError
 from envs.sim.metrics import summarize
 from envs.sim.workload import TraceError
@@ -441,6 +443,36 @@ def hparams(config: TrainConfig) -> dict[str, bool | str | float]:
     return out
 
 
+HPARAMS_FILE = "events.out.tfevents.0.hparams"
+"""The TensorBoard event file (in tb/ordering) of the run's hyper-parameters. TensorBoard's
+hparams plugin shows the first record of a run (in file-name order), and SB3's event files are
+only ever appended to (a new one at each resume): so the record lives in a file of its own that
+holds only it, rewritten whole whenever the config may change, and named to come before SB3's
+files (``events.out.tfevents.<time>...``)."""
+
+
+def hparams_events(config: TrainConfig) -> bytes:
+    """The contents of :data:`HPARAMS_FILE`: the config as one hparams session (the summaries of
+    SB3's ``HParam``: :func:`hparams`, with the agent's ``eval/`` figures and
+    :data:`BEST_TAG` as its metrics, whose latest values TensorBoard reads from the scalars of
+    tb/ordering) and as a text table, all at step 0."""
+    from tensorboard.compat.proto.event_pb2 import Event
+    from tensorboard.summary.writer.record_writer import RecordWriter
+    from torch.utils.tensorboard.summary import hparams as hparams_summaries
+    from torch.utils.tensorboard.summary import text
+
+    metrics = {f"eval/{k}/agent": 0.0 for k in SCHED_KEYS} | {BEST_TAG: 0.0}  # the values are not read
+    rows = "\n".join(f"| {k} | {v} |" for k, v in dataclasses.asdict(config).items())
+    table = text("hyperparameters", "| parameter | value |\n|---|---|\n" + rows)
+    now = time.time()
+    buf = io.BytesIO()
+    records = RecordWriter(buf)
+    records.write(Event(wall_time=now, file_version="brain.Event:2").SerializeToString())
+    for summary in (table, *hparams_summaries(hparams(config), metrics)):
+        records.write(Event(wall_time=now, step=0, summary=summary).SerializeToString())
+    return buf.getvalue()
+
+
 def _means(runs: list[dict[str, Any]]) -> dict[str, float]:
     """The mean of each of SCHED_KEYS over runs' metrics (a missing value counts as 0)."""
     return {k: float(np.mean([r[k] or 0.0 for r in runs])) for k in SCHED_KEYS}
@@ -479,7 +511,6 @@ class Trainer:
         self.ordering = self._model(ORDERING, self.ordering_env, blobs.get(latest(ORDERING)))
         self.placement = self._model(PLACEMENT, self.placement_env, blobs.get(latest(PLACEMENT)))
         self._layout_saved = resume is None or rundir.check_layout(resume, self.layout())
-        self._hparams_logged = False
         self._seated: int | None = None  # the phase whose partner sits frozen in its env
 
     # ------------------------------------------------------------------ construction
@@ -544,9 +575,11 @@ class Trainer:
 
     # ------------------------------------------------------------------ the run folder
     def create(self, root: Path, command: list[str]) -> Path:
-        """A new run folder under ``root`` with its run files and first commit (nothing done)."""
+        """A new run folder under ``root`` with its run files, its hparams record
+        (:data:`HPARAMS_FILE`) and first commit (nothing done)."""
         self.dir = rundir.new_run_dir(self.config, root)
         rundir.write_run_files(self.dir, self.config, command, self.layout())
+        self._write_hparams()
         self._open_logs()
         self._commit()
         return self.dir
@@ -554,8 +587,9 @@ class Trainer:
     def resume(self, command: list[str]) -> bool:
         """Start writing to the resumed folder: finish the save of its last commit (and drop what
         came after it), write config.yaml if the config changed (:func:`agents.rundir.resumed_config`),
-        append the command line; a deleted layout.json is written again from
-        the config (the checkpoints loaded into envs of that layout). True if it was."""
+        append the command line, write the hparams record again (:data:`HPARAMS_FILE`); a deleted
+        layout.json is written again from the config (the checkpoints loaded into envs of that
+        layout). True if it was."""
         assert self.dir is not None
         rundir.settle(self.dir)
         rundir.write_config(self.dir, self.config)  # a new budget, or the settings a resume may change
@@ -564,6 +598,7 @@ class Trainer:
         rewritten = not self._layout_saved
         if rewritten:
             rundir.write_layout(self.dir, self.layout())
+        self._write_hparams()
         self._open_logs()
         return rewritten
 
@@ -648,7 +683,6 @@ class Trainer:
         checkpoint; evaluate when due (:meth:`eval_due`)."""
         c = self.config
         plan = c.phase_steps()
-        self._log_hparams()
         if self.eval_due():
             self.evaluate()
         while self.state.phase < len(plan):
@@ -777,22 +811,12 @@ class Trainer:
             "placement_obs_dim": int(pe.observation_space.shape[0]),
         }
 
-    def _log_hparams(self) -> None:
-        """The config, in tb/ordering: to TensorBoard's HParams tab (its metrics: the agent's eval/
-        figures, whose latest values the tab shows) and as a text table."""
-        if self._hparams_logged:
-            return
-        self._hparams_logged = True
-        rows = "\n".join(f"| {k} | {v} |" for k, v in dataclasses.asdict(self.config).items())
-        for fmt in self.ordering.logger.output_formats:
-            if isinstance(fmt, TensorBoardOutputFormat):
-                fmt.writer.add_text("hyperparameters", "| parameter | value |\n|---|---|\n" + rows, 0)
-                fmt.writer.flush()
-        metrics = {f"eval/{k}/agent": 0.0 for k in SCHED_KEYS} | {BEST_TAG: 0.0}  # values: read from the scalars
-        self.ordering.logger.record(
-            "hparams", HParam(hparams(self.config), metrics), exclude=("stdout", "log", "json", "csv")
-        )
-        self.ordering.logger.dump()
+    def _write_hparams(self) -> None:
+        """The run's one hparams record and hyper-parameter table (:func:`hparams_events`), in
+        tb/ordering/:data:`HPARAMS_FILE`, (re)written whole: a new run's, and each resume's
+        (whose config may have changed)."""
+        assert self.dir is not None
+        atomic_write(self.dir / "tb" / ORDERING / HPARAMS_FILE, hparams_events(self.config))
 
 
 class GlobalStepLogger(Logger):

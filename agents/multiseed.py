@@ -4,20 +4,28 @@ or the running cluster at an address), and their summary over seeds (mean and 95
 interval, :func:`agents.evaluation.stat`).
 
 A seed's run is the same wherever it runs: the same config (the seed replaced), the same steps,
-the same numbers in its state.json and TensorBoard files.
+the same numbers in its state.json and TensorBoard files. Its evaluations are seen as they come
+in both backends (train.py prints a progress line for each): on Ray, the tasks send them to an
+actor that the driver reads (:class:`Relay`), so the workers need not share the driver's files.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import re
-from collections.abc import Callable, Sequence
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from envs.sim.config import ConfigError
+from envs.sim.fileio import STOP_SIGNALS
 
 SUMMARY_KEYS = ("avg_jct_s", "p95_jct_s", "avg_queue_s", "utilization", "jobs_unfinished")
 """The agent's figures at its last evaluation that the summary gives over seeds."""
@@ -28,6 +36,8 @@ if TYPE_CHECKING:  # agents.dual imports torch: only when a seed trains
 
 Watch = Callable[[int], Callable[[dict[str, Any]], None]]
 """seed -> what sees each evaluation of its run"""
+Steps = Callable[[int, int], None]
+"""(seed, env steps): sees the steps of each seed's run as they are trained"""
 
 
 def parse_seeds(text: str) -> tuple[int, ...]:
@@ -63,14 +73,17 @@ def train_seed(
     command: list[str],
     hold: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
     watch: Watch | None = None,
+    steps: Steps | None = None,
 ) -> SeedRun:
     """Train ``config`` from scratch in a new run folder under ``out`` (demonstrations cached in
     ``demos``), as train.py does for one seed. The folder is created inside ``hold()`` (train.py:
     with stop signals held, so that it is created whole); after the cloning, ``watch(seed)``
-    gives what sees each evaluation (:attr:`agents.dual.Trainer.on_eval`)."""
+    gives what sees each evaluation (:attr:`agents.dual.Trainer.on_eval`); ``steps`` sees the
+    steps as they are trained (:attr:`agents.dual.Trainer.progress`)."""
     from agents.dual import Trainer
 
-    trainer = Trainer(config)
+    seed = config.seed
+    trainer = Trainer(config, progress=None if steps is None else lambda n: steps(seed, n))
     with hold():
         run = trainer.create(Path(out), command)
     if config.bc:
@@ -93,11 +106,14 @@ def run_seeds(
     on_done: Callable[[SeedRun], None] | None = None,
     hold: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
     watch: Watch | None = None,
+    steps: Steps | None = None,
 ) -> list[SeedRun]:
     """Train ``config`` once per seed; the runs in seed order. ``backend``: ``local`` (in this
     process, one after the other) or ``ray`` (one Ray task per seed, on the cluster at
     ``address``, or on a local instance of ``cpus`` CPUs started and shut down here). ``on_done``
-    sees each run as it finishes; ``hold`` and ``watch``: see :func:`train_seed` (local only).
+    sees each run as it finishes; ``hold``: see :func:`train_seed` (local only); ``watch`` and
+    ``steps``: see :func:`train_seed`, called here in both backends (on Ray, with what the tasks
+    send: :class:`Relay`).
     An exception here (Ctrl-C) cancels the seeds not done; each run folder holds its last
     commit, and resumes."""
     configs = [dataclasses.replace(config, seed=s) for s in seeds]
@@ -111,9 +127,9 @@ def run_seeds(
 
     if backend == "local":
         for c in configs:
-            finished(train_seed(c, out, demos, command, hold, watch))
+            finished(train_seed(c, out, demos, command, hold, watch, steps))
     elif backend == "ray":
-        _run_ray(configs, out, demos, command, address, cpus, finished)
+        _run_ray(configs, out, demos, command, address, cpus, finished, watch, steps)
     else:
         raise ConfigError(f"unknown backend '{backend}'; valid backends: local, ray.")
     return [done[s] for s in seeds]
@@ -127,7 +143,12 @@ def _run_ray(
     address: str | None,
     cpus: int,
     finished: Callable[[SeedRun], None],
+    watch: Watch | None,
+    steps: Steps | None,
 ) -> None:
+    """One Ray task per config; each run's evaluations and steps reach ``watch`` and ``steps``
+    here through a :class:`Mailbox` actor (the workers of a cluster need not share this machine's
+    files), read every :data:`POLL_S` seconds and before each finished run goes to ``finished``."""
     try:
         import ray
     except ImportError:
@@ -136,18 +157,138 @@ def _run_ray(
 
     started = start_ray(address, cpus)
     pending: list[Any] = []
+    mailbox: Any = None
     try:
-        remote: Any = ray.remote(num_cpus=1)(train_seed)
-        pending = [remote.remote(c, out, demos, command) for c in configs]
-        while pending:
-            ready, pending = ray.wait(pending, num_returns=1)
-            for r in ready:
-                finished(ray.get(r))
+        remote: Any = ray.remote(num_cpus=1)(_train_seed_relayed)
+        if watch is not None or steps is not None:
+            mailbox = ray.remote(num_cpus=0)(Mailbox).remote()
+        relay = Relay(mailbox, evals=watch is not None, steps=steps is not None)
+        pending = [remote.remote(c, out, demos, command, relay) for c in configs]
+        seen: dict[int, Callable[[dict[str, Any]], None]] = {}
+
+        def deliver() -> None:
+            if mailbox is None:
+                return
+            for seed, kind, what in ray.get(mailbox.take.remote()):
+                if kind == "steps" and steps is not None:
+                    steps(seed, what)
+                elif kind == "watched" and watch is not None:
+                    seen[seed] = watch(seed)
+                elif kind == "eval":
+                    seen[seed](what)
+
+        with _signals_outside_ray():
+            while pending:
+                ready, pending = ray.wait(pending, num_returns=1, timeout=POLL_S)
+                deliver()  # a run's messages are all in before its task is done (Relay waits for each)
+                for r in ready:
+                    finished(ray.get(r))
     finally:
         for r in pending:
             ray.cancel(r, force=True)
+        if mailbox is not None:
+            ray.kill(mailbox)
         if started:
             ray.shutdown()
+
+
+@contextlib.contextmanager
+def _signals_outside_ray() -> Iterator[None]:
+    """Inside, a SIGINT or SIGTERM is handled by its own handler only on leaving (at once: the
+    block is left by a KeyboardInterrupt). Ray's waits run Python's signal handlers inside its C
+    code, and turn only a KeyboardInterrupt into an exception there: another one (train.py's
+    Stopped) would come out as a SystemError. Main thread only (elsewhere: nothing)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+
+    def note(signum: int, frame: FrameType | None) -> None:
+        caught.append(signum)
+        raise KeyboardInterrupt
+
+    previous = {s: signal.signal(s, note) for s in STOP_SIGNALS}
+    try:
+        yield
+    except KeyboardInterrupt:
+        if not caught:
+            raise
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, signal.SIG_DFL if h is None else h)
+        for signum in dict.fromkeys(caught):  # each once, to the handler it would have met
+            signal.raise_signal(signum)
+
+
+POLL_S = 1.0
+"""seconds between the Ray driver's reads of its :class:`Mailbox`"""
+
+
+def _train_seed_relayed(config: TrainConfig, out: str, demos: str, command: list[str], relay: Relay) -> SeedRun:
+    """:func:`train_seed` in a Ray task, watched by ``relay`` (one object for both, so that its
+    evaluations send the steps before them)."""
+    watch = relay if relay.evals else None
+    return train_seed(config, out, demos, command, watch=watch, steps=relay.steps if relay.send_steps else None)
+
+
+Message = tuple[int, str, Any]
+"""(seed, kind, what) from a Ray task to the driver: ``("watched", None)`` when the run's
+evaluations start being watched, ``("eval", entry)`` for each evaluation, ``("steps", n)`` for
+``n`` more steps trained"""
+
+
+class Mailbox:
+    """A Ray actor's class: the :data:`Message` of the seeds' runs, in the order they came, until
+    taken."""
+
+    def __init__(self) -> None:
+        self._messages: list[Message] = []
+
+    def put(self, message: Message) -> None:
+        self._messages.append(message)
+
+    def take(self) -> list[Message]:
+        out, self._messages = self._messages, []
+        return out
+
+
+class Relay:
+    """What a Ray task calls where it trains, as its :data:`Watch` and :data:`Steps`: each sends
+    its :data:`Message` to a :class:`Mailbox` actor, each put waited for (so a finished task has
+    sent all of them). Steps are sent at most every :data:`POLL_S` seconds, the rest summed, and
+    all before the next evaluation (every phase ends with one: a finished run has sent them all)."""
+
+    def __init__(self, mailbox: Any, evals: bool, steps: bool) -> None:
+        self.mailbox = mailbox
+        self.evals, self.send_steps = evals, steps
+        """whether to send the evaluations, the steps"""
+        self._unsent: dict[int, int] = {}
+        self._sent_at = -math.inf
+
+    def _send(self, message: Message) -> None:
+        import ray
+
+        ray.get(self.mailbox.put.remote(message))
+
+    def __call__(self, seed: int) -> Callable[[dict[str, Any]], None]:
+        self._send((seed, "watched", None))
+
+        def evaluated(entry: dict[str, Any]) -> None:
+            self._flush(seed)
+            self._send((seed, "eval", entry))
+
+        return evaluated
+
+    def steps(self, seed: int, n: int) -> None:
+        self._unsent[seed] = self._unsent.get(seed, 0) + n
+        if time.monotonic() - self._sent_at >= POLL_S:
+            self._flush(seed)
+
+    def _flush(self, seed: int) -> None:
+        n = self._unsent.pop(seed, 0)
+        if n:
+            self._send((seed, "steps", n))
+        self._sent_at = time.monotonic()
 
 
 def summary(runs: Sequence[SeedRun]) -> dict[str, Stat]:

@@ -454,13 +454,15 @@ def commit(run: Path, state: TrainState, blobs: dict[str, bytes]) -> TrainState:
 
 def settle(run: Path) -> None:
     """Finish the last commit of a folder :func:`read_state` accepted (rename its staged
-    checkpoints) and delete what an unfinished commit or write left (hidden temporary files)."""
+    checkpoints) and delete what an unfinished commit or write left (hidden temporary files, in
+    tb/'s folders too: TensorBoard would read an unfinished hparams file's)."""
     _, staged = _parse_state(run)
     ck = run / "checkpoints"
     for name, tmp_name in staged.items():
         if (ck / tmp_name).is_file():
             os.replace(ck / tmp_name, ck / name)
-    for folder, pattern in ((run, UNFINISHED_FILE), (ck, UNFINISHED_CHECKPOINT)):
+    tb = [(f, UNFINISHED_FILE) for f in (run / "tb").glob("*") if f.is_dir()]  # the hparams file's
+    for folder, pattern in ((run, UNFINISHED_FILE), (ck, UNFINISHED_CHECKPOINT), *tb):
         for f in folder.glob(".*"):
             if f.is_file() and pattern.fullmatch(f.name):
                 f.unlink()

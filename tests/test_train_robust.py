@@ -448,6 +448,9 @@ def test_signals_and_kills_anywhere_leave_a_run_that_resumes_to_the_same_trainin
     assert f"continue with --resume {run}" in " ".join(t.text().split())
     s = assert_consistent(run)
     assert (s["steps"], s["bc"], s["evals"], s["checkpoints"]) == (0, {}, [], {})
+    from test_train_workflow import check_hparams
+
+    check_hparams(run, 384)  # TensorBoard shows its settings from the start
 
     # SIGINT in the placement agent's cloning: the ordering agent's is committed, not the other
     t = resume("bc:placement")
@@ -502,6 +505,7 @@ def test_signals_and_kills_anywhere_leave_a_run_that_resumes_to_the_same_trainin
     assert s["best_jct"] == min(finished) and hidden(run) == []
     command = (run / "command.txt").read_text().splitlines()
     assert len(command) == 7 and command[1:] == [f"train.py --resume {run}"] * 6
+    check_hparams(run, 384)  # one session after six resumes, with the figures of the last evaluation
 
 
 def test_an_interrupted_run_resumes_to_a_new_total_from_where_it_stopped(demos, tmp_path):
@@ -512,6 +516,9 @@ def test_an_interrupted_run_resumes_to_a_new_total_from_where_it_stopped(demos, 
     (run,) = out.iterdir()
     s = assert_consistent(run)
     assert (s["steps"], s["phase"], [e["steps"] for e in s["evals"]]) == (128, 0, [0, 128])
+    from test_train_workflow import check_hparams
+
+    check_hparams(run, 384)  # stopped midway: its settings and the figures of its last evaluation
     # to 200 in all: the ordering phase under way ends at 128; 72 more follow in one round, 80% of
     # its 36 vector steps (28.8, so 29: 58 steps) ordering, then 14 placement
     t = Train(["--resume", str(run), "--total-steps", "200"], tmp_path / "log2")
@@ -522,3 +529,4 @@ def test_an_interrupted_run_resumes_to_a_new_total_from_where_it_stopped(demos, 
     assert [e["steps"] for e in s["evals"]] == [0, 128, 186, 200]
     ck = run / "checkpoints"
     assert trained_steps(ck / "ordering_latest.zip") == 186 and trained_steps(ck / "placement_latest.zip") == 14
+    check_hparams(run, 200)

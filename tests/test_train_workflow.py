@@ -7,12 +7,17 @@ Every test runs the real train.py in a subprocess on a tiny config."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import secrets
 import shutil
+import signal
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -86,20 +91,76 @@ def test_outside_a_terminal_each_evaluation_prints_a_progress_line_before_the_ta
 
 
 # ---------------------------------------------------------------------------------------------- tensorboard
+def hparams_sessions(logdir: Path) -> dict[str, tuple[dict[str, object], dict[str, float]]]:
+    """What TensorBoard's HParams tab shows for ``logdir`` (as ``tensorboard --logdir`` would
+    serve it, through the hparams plugin's own code): each session's run -> (its hyper-parameters,
+    its metrics' values)."""
+    from tensorboard import context
+    from tensorboard.backend.event_processing import data_provider, plugin_event_multiplexer
+    from tensorboard.plugins import base_plugin
+    from tensorboard.plugins.hparams import api_pb2, backend_context, list_session_groups
+
+    mux = plugin_event_multiplexer.EventMultiplexer()
+    mux.AddRunsFromDirectory(str(logdir))
+    mux.Reload()
+    provider = data_provider.MultiplexerDataProvider(mux, str(logdir))
+    tb = backend_context.Context(base_plugin.TBContext(data_provider=provider, logdir=str(logdir), multiplexer=mux))
+    request = api_pb2.ListSessionGroupsRequest(
+        start_index=0, slice_size=1000, allowed_statuses=list(api_pb2.Status.values())
+    )
+    response = list_session_groups.Handler(context.RequestContext(), tb, "", request).run()
+    out = {}
+    for group in response.session_groups:
+        hp = {k: v.WhichOneof("kind") and getattr(v, v.WhichOneof("kind")) for k, v in group.hparams.items()}
+        for session in group.sessions:
+            out[session.name] = (hp, {m.name.tag: m.value for m in session.metric_values})
+    return out
+
+
+def hparams_records(run: Path) -> int:
+    """Hparams session records in all the run's TensorBoard files (each a session start)."""
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+    return sum(
+        v.tag == "_hparams_/session_start_info"
+        for f in (run / "tb").rglob("*tfevents*")
+        for e in EventFileLoader(str(f)).Load()
+        for v in e.summary.value
+    )
+
+
+def check_hparams(run: Path, total_steps: int) -> dict[str, object]:
+    """The HParams tab of ``run``: one session, tb/ordering, with the run's config (its
+    ``total_steps``) and the figures of its last evaluation; its hyper-parameters."""
+    sessions = hparams_sessions(run.parent)
+    assert [s for s in sessions if s.startswith(run.name + "/")] == [f"{run.name}/tb/ordering"], sessions
+    assert hparams_records(run) == 1
+    hp, metrics = sessions[f"{run.name}/tb/ordering"]
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    assert hp["total_steps"] == config["total_steps"] == total_steps and hp["seed"] == config["seed"]
+    assert hp["eval_every"] == config["eval_every"]
+    s = state(run)
+    if s["evals"]:
+        last = s["evals"][-1]["agent"]
+        for k in ("avg_jct_s", "p95_jct_s", "utilization"):
+            assert metrics[f"eval/{k}/agent"] == pytest.approx(last[k]), k
+    if s["best_jct"] is not None:
+        assert metrics["eval/best_avg_jct_s"] == pytest.approx(s["best_jct"])
+    return hp
+
+
 def test_tensorboard_holds_the_hyperparameters_for_the_hparams_tab(finished):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     from tensorboard.plugins.hparams import plugin_data_pb2
 
     run, _ = finished
+    hp = check_hparams(run, 384)
+    assert hp["seed"] == 0 and hp["n_steps"] == 32 and hp["reward"] == "jct"
+    assert hp["overrides.workload.synthetic.num_jobs"] == "30"
+    assert hp["components.placement"] == "aryl-nogroup"
     ea = EventAccumulator(str(run / "tb" / "ordering"))
     ea.Reload()
     content = ea.PluginTagToContent("hparams")
-    start = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/session_start_info"]).session_start_info
-    hp = dict(start.hparams.items())
-    assert hp["seed"].number_value == 0 and hp["total_steps"].number_value == 384
-    assert hp["n_steps"].number_value == 32 and hp["reward"].string_value == "jct"
-    assert hp["overrides.workload.synthetic.num_jobs"].string_value == "30"
-    assert hp["components.placement"].string_value == "aryl-nogroup"
     experiment = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/experiment"]).experiment
     metrics = {m.name.tag for m in experiment.metric_infos}
     assert {"eval/avg_jct_s/agent", "eval/p95_jct_s/agent", "eval/best_avg_jct_s"} <= metrics
@@ -108,6 +169,8 @@ def test_tensorboard_holds_the_hyperparameters_for_the_hparams_tab(finished):
     last = state(run)["evals"][-1]["agent"]
     assert tags["eval/avg_jct_s/agent"][-1] == (384, pytest.approx(last["avg_jct_s"]))
     assert tags["eval/best_avg_jct_s"][-1] == (384, pytest.approx(state(run)["best_jct"]))
+    assert "| total_steps | 384 |" in ea.Tensors("hyperparameters/text_summary")[0].tensor_proto.string_val[0].decode()
+    assert len(ea.Tensors("hyperparameters/text_summary")) == 1
 
 
 def check_global_steps(run: Path, ordering: list[tuple[int, int]], placement: list[tuple[int, int]], evals: list[int]):
@@ -158,9 +221,11 @@ def test_resume_with_total_steps_extends_a_finished_run(finished, demos, tmp_pat
         (run / "command.txt").read_text().splitlines()[-1].endswith(f"--resume {run} --total-steps 513 --demos {demos}")
     )
     check_global_steps(run, [(0, ORDERING_END), (384, 486)], [(ORDERING_END, 384), (486, 512)], [*EVALS, 486, 512])
+    assert check_hparams(run, 513)["extensions"] == "(384, 384)"  # the new budget, the latest figures
     # the extended run resumes plainly, with nothing left to do
     again = train("--resume", str(run))
     assert again.returncode == 0 and state(run)["steps"] == 512 and len(state(run)["evals"]) == len(EVALS) + 2
+    check_hparams(run, 513)
 
 
 def test_resume_takes_the_settings_a_run_may_change_and_records_them(finished, tmp_path):
@@ -172,13 +237,14 @@ def test_resume_takes_the_settings_a_run_may_change_and_records_them(finished, t
     config = yaml.safe_load((run / "config.yaml").read_text())
     assert config["eval_every"] == 64 and config["total_steps"] == 384 and config["extensions"] == []
     assert state(run) == state(finished[0])  # finished: nothing to train
+    assert check_hparams(run, 384)["eval_every"] == 64
 
 
 # ---------------------------------------------------------------------------------------------- seeds
 def comparable(run: Path) -> dict[str, object]:
     """What a run's folder says that must not depend on where it ran: its config, layout, progress,
-    evaluations and clonings, and the values of its TensorBoard scalars (not time/fps, nor the
-    checkpoints' bytes or the folder name, which hold wall-clock times)."""
+    evaluations and clonings, its HParams tab, and the values of its TensorBoard scalars (not
+    time/fps, nor the checkpoints' bytes or the folder name, which hold wall-clock times)."""
     s = state(run)
     return {
         "config": (run / "config.yaml").read_text(),
@@ -187,6 +253,7 @@ def comparable(run: Path) -> dict[str, object]:
         # as JSON text: a NaN (a cloning's accuracy with no held-out step) equals itself
         "state": json.dumps({k: s[k] for k in ("phase", "in_phase", "steps", "best_jct", "evals", "bc", "generation")}),
         "checkpoints": sorted(s["checkpoints"]),
+        "hparams": hparams_sessions(run.parent)[f"{run.name}/tb/ordering"],
         "tb": json.dumps(
             {a: {t: v for t, v in scalars(run / "tb" / a).items() if not t.startswith("time/")} for a in AGENTS},
             sort_keys=True,
@@ -212,14 +279,98 @@ def test_seeds_train_here_and_on_ray_to_the_same_run_folders(demos, tmp_path):
             assert f"seed {seed}: {r}: 256 steps, agent avg JCT {j:,.0f} s" in text
         mean = sum(jct) / 2
         assert f"{mean:,.0f} ±" in text
-        if backend == "local":  # each evaluation of each seed prints its progress line
-            assert "seed 1: 256/256 steps" in text and f"agent avg JCT {jct[1]:,.0f} s" in text
+        for seed, r in enumerate(runs):  # here and on Ray, each evaluation prints its seed's progress line
+            check_seed_progress(p.stdout, seed, r, 256)
     for local, ray in zip(folders["local"], folders["ray"], strict=True):
         a, b = comparable(local), comparable(ray)
         assert a["command"] != b["command"]  # each names its backend and --out
         a.pop("command"), b.pop("command")
         assert a == b, local.name
     assert comparable(folders["local"][0])["state"] != comparable(folders["local"][1])["state"]  # seeds differ
+
+
+def check_seed_progress(stdout: str, seed: int, run: Path, planned: int) -> None:
+    """One progress line of ``seed`` per evaluation of its run (steps, steps/s after the first,
+    the agent's avg JCT), in order, all before the line saying the seed is done."""
+    lines = [" ".join(line.split()) for line in stdout.splitlines()]
+    done = next(i for i, line in enumerate(lines) if line.startswith(f"seed {seed}: {run}:"))
+    progress = [(i, line) for i, line in enumerate(lines) if re.match(rf"seed {seed}: [\d,]+/", line)]
+    evals = state(run)["evals"]
+    assert len(progress) == len(evals) >= 2, lines
+    for (i, line), e in zip(progress, evals, strict=True):
+        assert i < done and line.startswith(f"seed {seed}: {e['steps']:,}/{planned:,} steps"), line
+        assert ("steps/s" in line) == (e["steps"] > 0) and f"agent avg JCT {e['agent']['avg_jct_s']:,.0f} s" in line
+
+
+@contextlib.contextmanager
+def ray_cluster() -> Iterator[str]:
+    """A running Ray instance that train.py joins with --address: started by a Python process of
+    its own (one CPU), whose Ray processes end with it when its stdin closes. Its address. (Ray
+    protects a cluster with a token: the caller sets one, RAY_AUTH_TOKEN, for both processes.)"""
+    code = (
+        "import sys, ray; ray.init(num_cpus=1, include_dashboard=False); "
+        "print(ray.get_runtime_context().gcs_address, flush=True); sys.stdin.read()"
+    )
+    p = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout is not None
+        address = p.stdout.readline().strip()
+        assert re.fullmatch(r"[\w.-]+:\d+", address), address
+        yield address
+    finally:
+        assert p.stdin is not None
+        p.stdin.close()
+        try:
+            p.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def test_seeds_on_a_running_ray_cluster_report_their_progress_and_write_their_run(demos, tmp_path, monkeypatch):
+    pytest.importorskip("ray")
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")
+    monkeypatch.setenv("RAY_AUTH_TOKEN", secrets.token_hex(32))
+    tiny = [a if a != "384" else "128" for a in TINY]
+    out = tmp_path / "runs"
+    with ray_cluster() as address:
+        ray_args = ("--seeds", "0", "--backend", "ray", "--address", address)
+        p = train(*tiny, *ray_args, "--out", str(out), "--demos", str(demos))
+    assert p.returncode == 0, p.stdout + p.stderr
+    (run,) = out.iterdir()
+    assert state(run)["steps"] == 128 and (run / "checkpoints" / "ordering_latest.zip").is_file()
+    check_seed_progress(p.stdout, 0, run, 128)
+
+
+def test_a_signal_stops_seeds_on_ray_with_each_run_folder_at_its_last_commit(demos, tmp_path):
+    pytest.importorskip("ray")
+    from agents import rundir
+
+    out = tmp_path / "runs"
+    cmd = [sys.executable, "train.py", *TINY, "--seeds", "0", "--backend", "ray", "--out", str(out)]
+    env = {k: v for k, v in os.environ.items() if k != rundir.PAUSE_ENV}
+    p = subprocess.Popen(
+        [*cmd, "--demos", str(demos)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+    )
+    watchdog = threading.Timer(600, p.kill)
+    watchdog.start()
+    try:
+        assert p.stdout is not None
+        said = []
+        for line in p.stdout:  # stopped while waiting on the task, once its first evaluation is in
+            said.append(line)
+            if line.startswith("seed 0: 0/384 steps"):
+                p.send_signal(signal.SIGTERM)
+                break
+        said.append(p.communicate()[0])
+    finally:
+        watchdog.cancel()
+    text = " ".join("".join(said).split())
+    assert p.returncode == 143, text
+    assert f"stopped by SIGTERM: each run folder under {out} holds its last commit" in text and "Traceback" not in text
+    (run,) = out.iterdir()
+    s, _ = rundir.read_state(run, rundir.load_config(run))  # a consistent commit: it resumes
+    assert s.evals and s.evals[0]["steps"] == 0
 
 
 @pytest.mark.parametrize(
