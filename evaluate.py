@@ -32,12 +32,12 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 from rich.text import Text
 
 from agents import evaluation as ev
 from agents import smoke, trained
+from agents.console import progress_bar
 from envs.sim.config import ConfigError, HelpFormatter
 from envs.sim.inference import InferenceConfigError
 from envs.sim.workload import TraceError
@@ -163,15 +163,7 @@ def main(argv: list[str] | None = None) -> int:
                 return 2
 
             agents = list(dict.fromkeys(t.agent for t in tasks if t.agent is not None))
-            with Progress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                TimeRemainingColumn(),
-                console=console,
-                transient=True,
-            ) as bar:
+            with progress_bar(console, "{task.description}") as bar:
                 job = bar.add_task("tasks", total=len(tasks))
 
                 def on_done(r: ev.TaskResult) -> None:

@@ -39,9 +39,9 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from agents.console import progress_bar
 from envs.sim.config import HelpFormatter
 
 SCENARIO_SECTIONS = ("cluster.", "inference.", "workload.", "sim.", "information.")
@@ -203,20 +203,6 @@ def progress_line(console: Console, planned: int, start: int, prefix: str = "") 
         )
 
     return line
-
-
-def progress_bar(console: Console, label: str) -> Progress:
-    """The bar of the steps trained (shown on a terminal only), each task's line headed by
-    ``label`` (a format of the task: ``"seed {task.fields[seed]}"``)."""
-    return Progress(
-        TextColumn(label),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=console,
-        transient=True,
-    )
 
 
 def main(argv: list[str] | None = None) -> int:

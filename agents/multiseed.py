@@ -15,17 +15,14 @@ import contextlib
 import dataclasses
 import math
 import re
-import signal
-import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from envs.sim.config import ConfigError
-from envs.sim.fileio import STOP_SIGNALS
+from envs.sim.fileio import signals_held
 
 SUMMARY_KEYS = ("avg_jct_s", "p95_jct_s", "avg_queue_s", "utilization", "jobs_unfinished")
 """The agent's figures at its last evaluation that the summary gives over seeds."""
@@ -177,7 +174,7 @@ def _run_ray(
                 elif kind == "eval":
                     seen[seed](what)
 
-        with _signals_outside_ray():
+        with signals_held(interrupt=True):  # a stop leaves Ray's wait as a KeyboardInterrupt
             while pending:
                 ready, pending = ray.wait(pending, num_returns=1, timeout=POLL_S)
                 deliver()  # a run's messages are all in before its task is done (Relay waits for each)
@@ -190,34 +187,6 @@ def _run_ray(
             ray.kill(mailbox)
         if started:
             ray.shutdown()
-
-
-@contextlib.contextmanager
-def _signals_outside_ray() -> Iterator[None]:
-    """Inside, a SIGINT or SIGTERM is handled by its own handler only on leaving (at once: the
-    block is left by a KeyboardInterrupt). Ray's waits run Python's signal handlers inside its C
-    code, and turn only a KeyboardInterrupt into an exception there: another one (train.py's
-    Stopped) would come out as a SystemError. Main thread only (elsewhere: nothing)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    caught: list[int] = []
-
-    def note(signum: int, frame: FrameType | None) -> None:
-        caught.append(signum)
-        raise KeyboardInterrupt
-
-    previous = {s: signal.signal(s, note) for s in STOP_SIGNALS}
-    try:
-        yield
-    except KeyboardInterrupt:
-        if not caught:
-            raise
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, signal.SIG_DFL if h is None else h)
-        for signum in dict.fromkeys(caught):  # each once, to the handler it would have met
-            signal.raise_signal(signum)
 
 
 POLL_S = 1.0

@@ -22,10 +22,13 @@ STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
 
 
 @contextlib.contextmanager
-def signals_held() -> Iterator[None]:
+def signals_held(interrupt: bool = False) -> Iterator[None]:
     """Inside, a SIGINT or SIGTERM waits: it is noted, and handled by the handler it would have met
     once the block is over. Makes a short piece of bookkeeping all-or-nothing with respect to an
-    interrupt. Python handles signals in the main thread only: elsewhere this does nothing."""
+    interrupt. ``interrupt``: the first one also ends the block at once, by a KeyboardInterrupt
+    that the block's exit swallows (for a wait that only a KeyboardInterrupt can leave, as Ray's:
+    it runs Python's handlers inside its C code and turns any other exception into a
+    SystemError). Python handles signals in the main thread only: elsewhere this does nothing."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -33,10 +36,15 @@ def signals_held() -> Iterator[None]:
 
     def note(signum: int, frame: FrameType | None) -> None:
         caught.append(signum)
+        if interrupt:
+            raise KeyboardInterrupt
 
     previous = {s: signal.signal(s, note) for s in STOP_SIGNALS}
     try:
         yield
+    except KeyboardInterrupt:
+        if not (interrupt and caught):
+            raise
     finally:
         for s, h in previous.items():
             signal.signal(s, signal.SIG_DFL if h is None else h)
