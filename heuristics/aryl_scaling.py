@@ -95,9 +95,8 @@ class _Cand:
     top: int  # the most extra GPUs it may get
     new: int = 0  # extra GPUs chosen by phase 2
     until: float = math.nan  # its restarting_until (set by movable: it changes with the job's stamp)
-    seg_top: int = -1  # phase 2's inputs of the job at this top while it is not restarting (a cache)
-    seg_r: list[float] = field(default_factory=list)
-    seg_p: list[float] = field(default_factory=list)
+    segs: dict[int, tuple[list[float], list[float]]] = field(default_factory=dict)  # top -> phase 2's
+    # inputs of the job (ArylScaling._segment) while it is not restarting (a cache)
 
 
 class _Layout:
@@ -478,37 +477,46 @@ class ArylScaling:
         """Set ``new`` (extra GPUs) of every job of one GPU type: the knapsack, on the module
         docstring's values (:func:`_values`)."""
         gpu_type = group[0].gpu_type
-        size = fm.index.type_size[gpu_type]
         if cap == 0:  # every option above 0 weighs more than the capacity (the test below, cheaper)
             for c in group:
                 c.new = 0
             return
-        tops = [min(c.top, cap, room) for c, room in zip(group, self._rooms(group, fm), strict=True)]
-        if max(tops) == 0:
-            for c in group:
-                c.new = 0
-            return
-        now = view.now
-        live: list[tuple[_Cand, int]] = []  # the jobs with options, and their tops
+        size = fm.index.type_size[gpu_type]
+        total = fm.type_total(gpu_type)
+        free, grouped, now = fm.free, self.group_flex, view.now
+        tops: list[int] = []  # per job: its options are 1..top extra GPUs (its room: see _rooms)
+        live: list[_Cand] = []  # the jobs with options
+        live_tops: list[int] = []
         rs: list[float] = []  # their rates on base + 0..top workers, job after job
         ps: list[float] = []  # their restart costs of 0..top extra GPUs, job after job
-        for c, top in zip(group, tops, strict=True):
+        for c in group:
+            room = total
+            if grouped:
+                for s in c.base_servers:
+                    room -= free[s]
+            top = min(c.top, cap, room if room > 0 else 0)
+            tops.append(top)
             if top <= 0:
                 continue
-            live.append((c, top))
+            live.append(c)
+            live_tops.append(top)
             left = c.until - now
             if left <= 0.0 or c.doomed:  # then both depend on the job's sizes and top alone
-                if c.seg_top != top:
-                    c.seg_top = top
-                    c.seg_r, c.seg_p = self._segment(view, c, top, 0.0, size)
-                rs += c.seg_r
-                ps += c.seg_p
+                seg = c.segs.get(top)
+                if seg is None:
+                    seg = c.segs[top] = self._segment(view, c, top, 0.0, size)
+                rs += seg[0]
+                ps += seg[1]
             else:
                 r, pen = self._segment(view, c, top, left, size)
                 rs += r
                 ps += pen
-        rems = view.remaining_works([c.job for c, _ in live])
-        values = _values(np.array(rems), np.array(rs), np.array(ps), np.array([t for _, t in live]))
+        if not live and max(tops) == 0:
+            for c in group:
+                c.new = 0
+            return
+        rems = view.remaining_works([c.job for c in live])
+        values = _values(np.array(rems), np.array(rs), np.array(ps), np.array(live_tops))
         choice = solve_mckp_dense(values, np.array(tops), cap)
         for c, i in zip(group, choice, strict=True):
             c.new = i + 1 if i >= 0 else 0
