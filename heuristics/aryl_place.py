@@ -168,14 +168,14 @@ class FreeMap:
                 free = [0 if i in ex else f for i, f in zip(ids, free, strict=True)]
         return fit_lists(ids, free, self.index.sizes[key], need)
 
-    def take(self, alloc: Alloc) -> None:
+    def take(self, alloc: Iterable[tuple[int, int]]) -> None:
         free, total, key_of = self.free, self._total, self.index.key_of
         for s, n in alloc:
             free[s] -= n
             total[key_of[s]] -= n
             assert free[s] >= 0, "virtual placement over capacity"
 
-    def give(self, alloc: Alloc) -> None:
+    def give(self, alloc: Iterable[tuple[int, int]]) -> None:
         free, total, key_of = self.free, self._total, self.index.key_of
         for s, n in alloc:
             free[s] += n

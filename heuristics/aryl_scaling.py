@@ -65,6 +65,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import operator
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -93,6 +94,9 @@ class _Cand:
     doomed: bool  # some of its flexible workers sit on a server being taken away
     top: int  # the most extra GPUs it may get
     new: int = 0  # extra GPUs chosen by phase 2
+    until: float = math.nan  # its restarting_until (set by movable: it changes with the job's stamp)
+    segs: dict[int, tuple[list[float], list[float]]] = field(default_factory=dict)  # top -> phase 2's
+    # inputs of the job (ArylScaling._segment) while it is not restarting (a cache)
 
 
 class _Layout:
@@ -122,61 +126,89 @@ class _Layout:
         self.cand: _Cand | None = None  # while every worker is on a placeable server
 
 
-def movable(view: ClusterView, with_flex: bool = False, memo: dict[int, _Layout] | None = None) -> list[_Cand]:
+@dataclass
+class Movables:
+    """What :func:`movable` keeps between calls (one per caller, and per ``with_flex``)."""
+
+    layouts: dict[int, _Layout] = field(default_factory=dict)
+    verdicts: dict[int, _Cand | None] = field(default_factory=dict)  # job -> its verdict (None: left out)
+    seen: set[tuple[int, int]] = field(default_factory=set)  # the (job, stamp) pairs they were made at
+    bad: tuple[int, ...] | None = None  # the unplaceable servers then
+    with_flex: bool | None = None
+
+
+def movable(view: ClusterView, with_flex: bool = False, memo: Movables | None = None) -> list[_Cand]:
     """Running elastic jobs whose flexible workers phase 2 may change: not checkpointing, and
     with every base worker on a placeable server (a job whose base goes back is preempted).
-    ``with_flex``: only those holding more than their minimum (a quick filter). ``memo``: a
-    cache of each job's sizes and layout that the caller keeps between calls (a speed-up)."""
-    out: list[_Cand] = []
-    memo = {} if memo is None else memo
-    bad = set(view.unplaceable_servers())
-    for job in tuple(view.running):
-        lay = memo.get(job)
+    ``with_flex``: only those holding more than their minimum (a quick filter). ``memo``: what
+    the caller keeps between calls (a speed-up: a job whose stamp did not change keeps its
+    verdict while the unplaceable servers stay the same)."""
+    memo = Movables() if memo is None else memo
+    layouts, verdicts = memo.layouts, memo.verdicts
+    unplaceable = view.unplaceable_servers()
+    stamps = set(view.running_stamps())
+    if memo.bad == unplaceable and memo.with_flex == with_flex:
+        fresh = stamps - memo.seen
+    else:
+        fresh = stamps
+        verdicts.clear()
+        memo.bad, memo.with_flex = unplaceable, with_flex
+    memo.seen = stamps
+    bad = set(unplaceable)
+    for job, _ in fresh:  # (each verdict is the job's own: the order does not matter)
+        lay = layouts.get(job)
         if lay is None:
             spec = view.job(job)
-            lay = memo[job] = _Layout(spec.elastic, spec.min_gpus, spec.max_gpus)
-        if not lay.elastic or (with_flex and view.workers(job) <= lay.min_gpus):
-            continue
-        status, gpu_type, base_alloc, flex = view.allocation(job)
-        if status != _RUNNING or gpu_type is None:
-            continue
-        if lay.base_alloc is not base_alloc:
-            lay.base_alloc = base_alloc
-            lay.base = sum(n for _, n in base_alloc)
-            lay.base_servers = frozenset(s for s, _ in base_alloc)
-            lay.cand = None
-        if lay.flex is not flex:
-            lay.flex = flex
-            lay.flex_gpus = sum(n for _, n in flex)
-            lay.flex_servers = frozenset(s for s, _ in flex)
-            lay.cand = None
-        if not bad.isdisjoint(lay.base_servers):
-            continue
-        if bad.isdisjoint(lay.flex_servers):
-            if lay.cand is None:
-                base = lay.base
-                lay.cand = _Cand(
-                    job, gpu_type, base, lay.base_servers, flex, flex, lay.flex_gpus, False, lay.max_gpus - base
-                )
-            out.append(lay.cand)
-            continue
-        flex_ok = tuple((s, n) for s, n in flex if s not in bad)
-        cur = sum(n for _, n in flex_ok)
-        base = lay.base
-        out.append(
-            _Cand(
-                job,
-                gpu_type,
-                base,
-                lay.base_servers,
-                flex,
-                flex_ok,
-                cur,
-                len(flex_ok) != len(flex),
-                lay.max_gpus - base,
+            lay = layouts[job] = _Layout(spec.elastic, spec.min_gpus, spec.max_gpus)
+        c = _verdict(view, job, lay, with_flex, bad) if lay.elastic else None
+        if c is not None:
+            c.until = view.restarting_until(job)
+        verdicts[job] = c
+    if len(verdicts) > 4 * len(stamps) + 64:  # forget the jobs that left
+        for job in [j for j in verdicts if j not in view.running]:
+            del verdicts[job]
+    return [c for c in map(verdicts.__getitem__, view.running) if c is not None]
+
+
+def _verdict(view: ClusterView, job: int, lay: _Layout, with_flex: bool, bad: set[int]) -> _Cand | None:
+    """:func:`movable`'s answer for one running elastic job: its candidate, or None."""
+    if with_flex and view.workers(job) <= lay.min_gpus:
+        return None
+    status, gpu_type, base_alloc, flex = view.allocation(job)
+    if status != _RUNNING or gpu_type is None:
+        return None
+    if lay.base_alloc is not base_alloc:
+        lay.base_alloc = base_alloc
+        lay.base = sum(n for _, n in base_alloc)
+        lay.base_servers = frozenset(s for s, _ in base_alloc)
+        lay.cand = None
+    if lay.flex is not flex:
+        lay.flex = flex
+        lay.flex_gpus = sum(n for _, n in flex)
+        lay.flex_servers = frozenset(s for s, _ in flex)
+        lay.cand = None
+    if not bad.isdisjoint(lay.base_servers):
+        return None
+    if bad.isdisjoint(lay.flex_servers):
+        if lay.cand is None:
+            base = lay.base
+            lay.cand = _Cand(
+                job, gpu_type, base, lay.base_servers, flex, flex, lay.flex_gpus, False, lay.max_gpus - base
             )
-        )
-    return out
+        return lay.cand
+    flex_ok = tuple((s, n) for s, n in flex if s not in bad)
+    base = lay.base
+    return _Cand(
+        job,
+        gpu_type,
+        base,
+        lay.base_servers,
+        flex,
+        flex_ok,
+        sum(n for _, n in flex_ok),
+        len(flex_ok) != len(flex),
+        lay.max_gpus - base,
+    )
 
 
 def _allowed(view: ClusterView, types: frozenset[str] | None) -> list[Key]:
@@ -184,8 +216,7 @@ def _allowed(view: ClusterView, types: frozenset[str] | None) -> list[Key]:
     return [k for k in view.pool_types() if types is None or k[0] in types]
 
 
-def _job(c: _Cand) -> int:
-    return c.job
+_JOB = operator.attrgetter("job")  # a candidate's job (the sort key of phase 2's placement)
 
 
 def _changed(c: _Cand, mine: dict[int, int]) -> bool:
@@ -243,7 +274,7 @@ class ArylRoom:
     ordering: Phase1Order
     make_room: bool = True
     rescue: bool = True
-    _memo: dict[int, _Layout] = field(default_factory=dict, init=False, repr=False)
+    _memo: Movables = field(default_factory=Movables, init=False, repr=False)
 
     def preempt(self, view: ClusterView) -> Iterator[Action]:
         if self.rescue and view.reclaiming_servers():
@@ -402,17 +433,17 @@ class ArylScaling:
     ordering: Phase1Order | None = None
     group_flex: bool = True
     _rates: dict[tuple[int, str, int], list[float]] = field(default_factory=dict, init=False, repr=False)
-    _memo: dict[int, _Layout] = field(default_factory=dict, init=False, repr=False)
+    _memo: Movables = field(default_factory=Movables, init=False, repr=False)
     _pens: dict[tuple[int, int, int], list[float]] = field(default_factory=dict, init=False, repr=False)
 
     # ------------------------------------------------------------------ the plan
     def scale(self, view: ClusterView) -> Iterator[Action]:
         fm = FreeMap.now(self.placement.index(view), view)
         cands: dict[str, list[_Cand]] = {}
-        for c in movable(view, False, self._memo):
-            if c.flex_ok:
-                fm.give(c.flex_ok)
+        every = movable(view, False, self._memo)
+        for c in every:
             cands.setdefault(c.gpu_type, []).append(c)
+        fm.give([a for c in every for a in c.flex_ok])
         blocked: set[str] = set()
         if self.ordering is not None:  # an aged job still waiting: phase 1 is blocked
             head = self.ordering.oldest_aged(view)
@@ -446,39 +477,62 @@ class ArylScaling:
         """Set ``new`` (extra GPUs) of every job of one GPU type: the knapsack, on the module
         docstring's values (:func:`_values`)."""
         gpu_type = group[0].gpu_type
-        size = fm.index.type_size[gpu_type]
         if cap == 0:  # every option above 0 weighs more than the capacity (the test below, cheaper)
             for c in group:
                 c.new = 0
             return
-        tops = [min(c.top, cap, room) for c, room in zip(group, self._rooms(group, fm), strict=True)]
-        if max(tops) == 0:
+        size = fm.index.type_size[gpu_type]
+        total = fm.type_total(gpu_type)
+        free, grouped, now = fm.free, self.group_flex, view.now
+        tops: list[int] = []  # per job: its options are 1..top extra GPUs (its room: see _rooms)
+        live: list[_Cand] = []  # the jobs with options
+        live_tops: list[int] = []
+        rs: list[float] = []  # their rates on base + 0..top workers, job after job
+        ps: list[float] = []  # their restart costs of 0..top extra GPUs, job after job
+        for c in group:
+            room = total
+            if grouped:
+                for s in c.base_servers:
+                    room -= free[s]
+            top = min(c.top, cap, room if room > 0 else 0)
+            tops.append(top)
+            if top <= 0:
+                continue
+            live.append(c)
+            live_tops.append(top)
+            left = c.until - now
+            if left <= 0.0 or c.doomed:  # then both depend on the job's sizes and top alone
+                seg = c.segs.get(top)
+                if seg is None:
+                    seg = c.segs[top] = self._segment(view, c, top, 0.0, size)
+                rs += seg[0]
+                ps += seg[1]
+            else:
+                r, pen = self._segment(view, c, top, left, size)
+                rs += r
+                ps += pen
+        if not live and max(tops) == 0:
             for c in group:
                 c.new = 0
             return
-        now = view.now
-        rates, pens = self._rates, self._pens
-        rems: list[float] = []  # per job with options
-        rs: list[float] = []  # its rates on base + 0..top workers, job after job
-        ps: list[float] = []  # its restart costs of 0..top extra GPUs, job after job
-        for c, top in zip(group, tops, strict=True):
-            if top <= 0:
-                continue
-            job = c.job
-            r = rates.get((job, gpu_type, len(c.base_servers)))
-            if r is None or len(r) <= c.top:
-                r = self.rates(view, c, size)
-            left = view.restarting_until(job) - now
-            pen = pens.get((c.base, top, c.cur)) if left <= 0.0 and not c.doomed else None
-            if pen is None:
-                pen = self._penalty(c, top, left if left > 0.0 else 0.0)
-            rems.append(view.remaining_work(job))
-            rs += r[: top + 1]
-            ps += pen
-        values = _values(np.array(rems), np.array(rs), np.array(ps), np.array([t for t in tops if t > 0]))
+        rems = view.remaining_works([c.job for c in live])
+        values = _values(np.array(rems), np.array(rs), np.array(ps), np.array(live_tops))
         choice = solve_mckp_dense(values, np.array(tops), cap)
         for c, i in zip(group, choice, strict=True):
             c.new = i + 1 if i >= 0 else 0
+
+    def _segment(
+        self, view: ClusterView, c: _Cand, top: int, left: float, size: int
+    ) -> tuple[list[float], list[float]]:
+        """A job's rates on base + 0..top workers and the restart costs of 0..top extra GPUs
+        (``left``: seconds of a restart still under way)."""
+        r = self._rates.get((c.job, c.gpu_type, len(c.base_servers)))
+        if r is None or len(r) <= c.top:
+            r = self.rates(view, c, size)
+        pen = self._pens.get((c.base, top, c.cur)) if left <= 0.0 and not c.doomed else None
+        if pen is None:
+            pen = self._penalty(c, top, left if left > 0.0 else 0.0)
+        return r[: top + 1], pen
 
     def _penalty(self, c: _Cand, top: int, left: float) -> list[float]:
         """The restart cost of x = 0..top extra GPUs (cached: while a job is not restarting it
@@ -504,7 +558,13 @@ class ArylScaling:
         if not self.group_flex:
             return [max(0, total)] * len(group)
         free = fm.free
-        return [max(0, total - sum([free[s] for s in c.base_servers])) for c in group]
+        out = []
+        for c in group:
+            room = total
+            for s in c.base_servers:
+                room -= free[s]
+            out.append(room if room > 0 else 0)
+        return out
 
     # ------------------------------------------------------------------ placement and actions
     def _place(self, view: ClusterView, cands: dict[str, list[_Cand]], fm: FreeMap) -> list[tuple[_Cand, Alloc]]:
@@ -513,13 +573,16 @@ class ArylScaling:
         Keeping never runs short: each job's own flexible GPUs are on the virtual map and the
         other jobs keep only theirs, so the map is only updated (and read) if some job wants
         more than it keeps."""
-        every = sorted((c for g in cands.values() for c in g), key=_job)
-        kept: list[tuple[_Cand, dict[int, int] | None, int]] = []  # None: keeps exactly what it has
+        same: list[_Cand] = []  # the jobs that keep exactly what they have
+        moving: list[_Cand] = []
+        for g in cands.values():
+            for c in g:
+                (same if c.new == c.cur and c.flex_ok is c.flex else moving).append(c)
+        moving.sort(key=_JOB)
+        kept: list[tuple[_Cand, dict[int, int], int]] = []
         wants = False
-        for c in every:  # each job keeps what it has first, up to its new count
-            if c.new == c.cur and c.flex_ok is c.flex:
-                kept.append((c, None, 0))
-            elif c.new >= c.cur:
+        for c in moving:  # each job keeps what it has first, up to its new count
+            if c.new >= c.cur:
                 left = c.new - c.cur
                 kept.append((c, dict(c.flex_ok), left))
                 wants = wants or left > 0
@@ -533,16 +596,13 @@ class ArylScaling:
                         left -= m
                 kept.append((c, part, left))
         if not wants:
-            return [(c, tuple(sorted(got.items()))) for c, got, _ in kept if got is not None and _changed(c, got)]
-        for c, got, _ in kept:
-            fm.take(c.flex_ok if got is None else tuple(got.items()))
+            return [(c, tuple(sorted(got.items()))) for c, got, _ in kept if _changed(c, got)]
+        fm.take([a for c in same for a in c.flex_ok])  # (the order of the takes does not matter)
+        fm.take([a for _, got, _ in kept for a in got.items()])
         kept.sort(key=lambda k: (-k[2], k[0].job))  # best fit decreasing
         free = fm.free
         out: list[tuple[_Cand, Alloc]] = []
-        for c, got, left in kept:
-            if got is None:
-                continue
-            mine = got
+        for c, mine, left in kept:
             exclude = c.base_servers if self.group_flex else frozenset()
             for key in self.placement.keys(view, view.job(c.job), c.gpu_type) if left else ():
                 avail = fm.total(key) - sum(free[s] for s in exclude if fm.index.key_of[s] == key)

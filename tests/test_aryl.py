@@ -330,3 +330,37 @@ def test_a_job_whose_base_is_reclaimed_is_rebased_on_its_other_workers(tmp_path,
     else:
         assert events(r, "preempt")[0] == (720.0, "preempt", 0, "lost 0 reclaim")
         assert r.preemptions_reclaim[0] == 1
+
+
+# ----------------------------------------------------------------------------- speed-ups keep the answers
+def _fields(c):
+    return (c.job, c.gpu_type, c.base, c.base_servers, c.flex, c.flex_ok, c.cur, c.doomed, c.top, c.until)
+
+
+@pytest.mark.parametrize("scenario", ["loaning", "default"])
+def test_movable_with_its_memo_answers_as_a_fresh_call_at_every_decision(scenario):
+    """movable() keeps each job's verdict while its stamp and the unplaceable servers hold: at
+    every phase-2 decision of a run with loans, reclaims and server failures, it returns what a
+    call with no memo returns."""
+    from envs.sim import scenarios
+    from envs.sim.scenarios.base import simulate
+    from heuristics.aryl_scaling import Movables, movable
+
+    seen = collections.Counter()
+    memos = {False: Movables(), True: Movables()}
+
+    class Checking(ArylScaling):
+        def scale(self, view):
+            for with_flex, memo in memos.items():
+                want = [_fields(c) for c in movable(view, with_flex)]
+                assert [_fields(c) for c in movable(view, with_flex, memo)] == want
+                seen["candidates"] += len(want)
+                seen["doomed"] += sum(f[7] for f in want)
+            seen["unplaceable"] += bool(view.unplaceable_servers())
+            yield from super().scale(view)
+
+    policy = make("aryl")
+    policy.scaling = Checking(ArylConfig(), policy.placement, policy.ordering)
+    s = scenarios.get(scenario, {"workload.synthetic.num_jobs": "120", "sim.mtbf_h": "200"})
+    simulate(s, policy, 0)
+    assert seen["candidates"] > 100 and seen["unplaceable"] > 0 and seen["doomed"] > 0, seen

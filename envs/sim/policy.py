@@ -231,12 +231,13 @@ class ClusterView:
     are never shown (the servers' ``speed_factor`` reads 1). An ``oracle`` view shows the truth.
     """
 
-    __slots__ = ("_cache", "_e", "_factor", "_level", "_loads", "_servers", "_specs")
+    __slots__ = ("_cache", "_e", "_factor", "_level", "_loads", "_servers", "_specs", "_unplaceable")
 
     def __init__(self, engine: Engine, knowledge: Knowledge | None = None, oracle: bool = False) -> None:
         self._e = engine
         self._cache: tuple[int, np.ndarray] | None = None
         self._loads: tuple[int, ServerLoads] | None = None
+        self._unplaceable: tuple[list[ServerStatus], tuple[int, ...]] | None = None  # (statuses, answer)
         know = knowledge if knowledge is not None else Knowledge()
         self._level = "clairvoyant" if oracle else know.level
         self._factor = know.factor
@@ -300,6 +301,14 @@ class ClusterView:
     def running(self) -> KeysView[int]:
         """Job ids holding GPUs (running or checkpointing after a graceful preemption)."""
         return self._e.running.keys()
+
+    def running_stamps(self) -> list[tuple[int, int]]:
+        """(job, stamp) for every job in ``running``, in its order. A job's stamp changes whenever
+        its allocation (base, flexible workers, GPU type), status or rate changes, and may change
+        at other times too: a reader may keep what it derived from a job's allocation while its
+        stamp stays the same."""
+        records = self._e._jobs
+        return [(idx, records[idx].version) for idx in self._e.running]
 
     def entered_since(self, cursor: int) -> tuple[tuple[int, ...], int]:
         """Jobs that entered the queue (arrived, or re-queued after a preemption) since position
@@ -387,6 +396,22 @@ class ClusterView:
         if self._level == "clairvoyant":
             return max(0.0, j.work - done)
         return self._total(j, done) - done  # nan at "none"; an estimate stays above what is done
+
+    def remaining_works(self, jobs: Iterable[int]) -> list[float]:
+        """:meth:`remaining_work` of each of ``jobs``, in one batch read (the same numbers)."""
+        e = self._e
+        now, records = e.now, e._jobs
+        clairvoyant = self._level == "clairvoyant"
+        out = []
+        for idx in jobs:
+            j = records[idx]
+            done = j.work_done
+            if j.status == _RUNNING:  # as _done
+                start = max(j.last_settle, j.progress_from)
+                if now > start:
+                    done = min(j.work, done + j.rate * (now - start))
+            out.append(max(0.0, j.work - done) if clairvoyant else self._total(j, done) - done)
+        return out
 
     def restarting_until(self, job: int) -> float:
         """``state(job).restarting_until``: no progress before this time (nan unless running)."""
@@ -486,7 +511,11 @@ class ClusterView:
 
     def unplaceable_servers(self) -> tuple[int, ...]:
         """Servers where nothing may be placed now (``not placeable(s)``), in id order."""
-        return tuple(i for i, st in enumerate(self._e.cluster.status) if st not in PLACEABLE)
+        status = self._e.cluster.status
+        held = self._unplaceable
+        if held is None or held[0] != status:
+            held = self._unplaceable = (list(status), tuple(i for i, st in enumerate(status) if st not in PLACEABLE))
+        return held[1]
 
     def largest_free(self, gpu_type: str, pool: Pool) -> int:
         """The most free GPUs on one placeable server of this type and pool (0 if none)."""
