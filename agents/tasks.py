@@ -73,9 +73,9 @@ class BenchTask:
         ]
 
 
-_CLAIRVOYANT = ("fifo", "sjf", "tiresias", "qssf", "aryl", "mlfs", "fitgpp")
+_CLAIRVOYANT = ("fifo", "sjf", "srtf", "tiresias", "qssf", "aryl", "mlfs", "fitgpp")
 _BLIND = ("fifo", "tiresias", "qssf", "fitgpp")  # needs="none": they read no duration
-_ORACLES = ("oracle-sjf", "oracle-aryl", "oracle-speed", "oracle-sjf-speed", "oracle-mlfs-speed")
+_ORACLES = ("oracle-sjf", "oracle-srtf", "oracle-aryl", "oracle-speed", "oracle-sjf-speed", "oracle-mlfs-speed")
 
 
 def _seats(name: str, *more: str) -> tuple[str, ...]:
@@ -143,7 +143,7 @@ TASKS: dict[str, BenchTask] = {
             "deadline_hit_ratio",
             False,
             _CLAIRVOYANT,
-            ("oracle-sjf", "oracle-aryl"),
+            ("oracle-sjf", "oracle-srtf", "oracle-aryl"),
             "MLFS's setting: most jobs carry deadlines; the share of deadlines met is the metric.",
             train=_seats("mlfs", "--set", "reward=deadline", *_STEPS),
         ),
@@ -154,7 +154,7 @@ TASKS: dict[str, BenchTask] = {
             "avg_jct_s",
             True,
             _BLIND,
-            ("oracle-sjf", "oracle-speed"),
+            ("oracle-sjf", "oracle-srtf", "oracle-speed"),
             "no duration information at an offered load of 1.6, so queues are long and the order "
             "matters: only attained service and the history of finished jobs are known. No job has a "
             "deadline: default's are set from the true duration, which would reveal it.",
@@ -167,7 +167,7 @@ TASKS: dict[str, BenchTask] = {
             "avg_jct_s",
             True,
             _BLIND,
-            ("oracle-sjf",),
+            ("oracle-sjf", "oracle-srtf"),
             "the shipped ITP trace replayed on the trace scenario's cluster, evaluated with agents "
             "trained on contention-none only: the generalisation gap from synthetic to real jobs. The "
             "trace fixes arrivals, sizes and durations; which jobs may use any GPU type it lacks, and "

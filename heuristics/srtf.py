@@ -1,0 +1,133 @@
+"""SRTF: shortest remaining time first, preemptive (the clairvoyant reference of Tiresias' paper).
+
+``srtf`` ranks and starts pending jobs as ``sjf`` does (shortest remaining run time first, with
+backfill, elastic jobs at their max size where it fits), and every ``round_s`` it preempts: a
+pending job that does not fit takes the GPUs of running jobs on one GPU type it allows, the
+longest remaining first, each of which has at least ``factor`` times its remaining run time
+(so a preempted job cannot preempt back the job that took its place, and a job close to its end
+is left alone). The walk goes shortest first and stops at the first job that no running job is
+``factor`` times longer than. Preemption is Tiresias' own (``Preempt``: the GPUs free at once,
+the work since the last periodic checkpoint is lost, and the restart is paid again).
+
+It reads durations as the run reveals them: true ones at ``clairvoyant``, estimates at
+``estimate``. ``oracle-srtf`` is the same policy with the truth at every level: the preemption
+seat's and the ordering seat's headroom together where durations are hidden.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Annotated
+
+from envs.sim.model import JobSpec, Pool
+from envs.sim.policy import Action, ClusterView, ComposedScheduler, JobStatus, Preempt
+from envs.sim.settings import Num
+from heuristics.common import PackConfig, PackPlacement, start_sizes, types_for
+from heuristics.fifo import QueueOrdering, by_remaining, requested
+from heuristics.registry import register
+
+_PENDING, _RUNNING = JobStatus.PENDING, JobStatus.RUNNING
+
+
+@dataclass
+class ShortestRemainingFirst(QueueOrdering):
+    """The ``ordering`` and ``preemption`` seats of ``srtf`` (see the module docstring): ``sjf``'s
+    ranking, a preemption round every ``round_s``, and the GPU types the jobs it preempted for
+    kept for them: while such a job waits for its victims' checkpoints, no job ranked behind it
+    starts on a type it allows."""
+
+    key: Callable[[ClusterView, int], tuple[float, ...]] = by_remaining
+    blocking: bool = False
+    gpus: Callable[[JobSpec], int] = requested
+    factor: float = 8.0
+    elastic: str = "max"  # the placement's elastic starts (what a job that fits will take)
+    _waiting: dict[int, tuple[float, frozenset[str]]] = field(default_factory=dict, init=False, repr=False)
+
+    def rank(self, view: ClusterView) -> Iterator[int]:
+        waiting = self._waiting
+        for job in [j for j in waiting if view.status_of(j) != _PENDING]:
+            del waiting[job]
+        for job in super().rank(view):
+            if waiting and job not in waiting:
+                remaining, spec = view.remaining_work(job), view.job(job)
+                if any(r < remaining and _shares(spec, t) for r, t in waiting.values()):
+                    continue  # it would take GPUs kept for a shorter job
+            yield job
+
+    def preempt(self, view: ClusterView) -> Iterator[Action]:
+        if not view.round_tick or not view.pending:
+            return
+        self._waiting.clear()
+        victims: dict[str, list[tuple[float, int, int]]] = {}  # type -> (remaining, job, GPUs), longest first
+        for job in view.running:
+            status, gpu_type, base, _ = view.allocation(job)
+            if status != _RUNNING or gpu_type is None or any(view.servers[s].pool != Pool.TRAINING for s, _ in base):
+                continue
+            victims.setdefault(gpu_type, []).append((view.remaining_work(job), job, view.workers(job)))
+        if not victims:
+            return
+        for rows in victims.values():
+            rows.sort(key=lambda r: (-r[0], r[1]))
+        longest = max(rows[0][0] for rows in victims.values())
+        free = {t: view.total_free(t, p) for t, p in view.pool_types() if p == Pool.TRAINING}
+        for remaining, job in sorted((view.remaining_work(j), j) for j in view.pending):
+            if longest < self.factor * remaining:
+                return  # no running job is long enough for this one or any behind it
+            spec = view.job(job)
+            need = requested(spec)
+            types = types_for(view, spec, Pool.TRAINING, need)
+            fit = next((t for t in types if free[t] >= need), None)
+            if fit is not None:  # it starts without a preemption (the starts go in this order too)
+                free[fit] -= next(n for n in start_sizes(spec, self.elastic) if n <= free[fit])
+                continue
+            for t in types:
+                rows = victims.get(t, [])
+                taken, gpus = [], free[t]
+                for row in rows:
+                    if gpus >= need or row[0] < self.factor * remaining:
+                        break
+                    taken.append(row)
+                    gpus += row[2]
+                if gpus >= need:
+                    for row in taken:
+                        rows.remove(row)
+                        yield Preempt(row[1], graceful=True)
+                    free[t] = gpus - need
+                    self._waiting[job] = (remaining, frozenset(types))
+                    break
+
+
+def _shares(spec: JobSpec, types: frozenset[str]) -> bool:
+    """Whether a job may run on one of ``types``."""
+    return spec.gpu_types is None or not spec.gpu_types.isdisjoint(types)
+
+
+@dataclass(frozen=True)
+class SrtfConfig(PackConfig):
+    """Settings of ``srtf`` and ``oracle-srtf``.
+
+    :param type_order: ``fastest`` or ``listed`` (``heuristics.common.TYPE_ORDERS``).
+    :param elastic: ``max`` or ``requested`` (``heuristics.common.ELASTIC_STARTS``).
+    :param round_s: seconds between two preemption rounds.
+    :param factor: a running job is preempted for a pending one only if its remaining run time is
+        at least this many times the pending job's."""
+
+    round_s: Annotated[float, Num(ge=1)] = 900.0
+    factor: Annotated[float, Num(gt=1)] = 8.0
+
+
+def srtf(config: SrtfConfig | None = None) -> ComposedScheduler:
+    c = config or SrtfConfig()
+    ordering = ShortestRemainingFirst(factor=c.factor, elastic=c.elastic)
+    return ComposedScheduler(
+        "srtf",
+        ordering,
+        PackPlacement(type_order=c.type_order, elastic=c.elastic),
+        preemption=ordering,
+        round_s=c.round_s,
+    )
+
+
+register("srtf", srtf, SrtfConfig)
+register("oracle-srtf", srtf, SrtfConfig, oracle=True)

@@ -1,0 +1,89 @@
+"""srtf and oracle-srtf: preemptive shortest remaining time first, on hand-built engine
+scenarios (event logs worked out by hand), and on a scenario against sjf's invariants."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from envs.sim import scenarios
+from envs.sim.config import ConfigError
+from envs.sim.engine import Engine, SimConfig
+from envs.sim.model import V100, JobSpec, Pool, ServerSpec
+from heuristics.registry import check_information, entry, make
+from heuristics.srtf import SrtfConfig, srtf
+
+NO_OVERHEAD = SimConfig(restart_base_s=0.0, restart_per_gpu_s=0.0, checkpoint_interval_s=0.0, sample_s=0.0)
+
+
+class Linear:
+    """rate = workers / requested x GPU speed: a job runs exactly its duration."""
+
+    def rate(self, spec: JobSpec, workers: int, servers: int, gpu_type) -> float:
+        return workers / spec.num_gpus * gpu_type.speed
+
+
+def job(i: int, submit: float, duration: float, gpus: int, grace: float = 0.0) -> JobSpec:
+    return JobSpec(i, f"j{i}", submit, duration, gpus, gpus, gpus, "m", grace_period=grace)
+
+
+def run(jobs: list[JobSpec], **settings: float):
+    policy = srtf(SrtfConfig(**settings))  # type: ignore[arg-type]
+    srv = [ServerSpec(0, V100, 8, Pool.TRAINING)]
+    return Engine(srv, jobs, policy, Linear(), None, NO_OVERHEAD, log=True).run()  # type: ignore[arg-type]
+
+
+def events(r, *kinds: str) -> list[tuple[float, str, int]]:
+    return [(t, k, j) for t, k, j, _ in r.log if k in kinds]
+
+
+def test_a_short_job_preempts_a_long_one_at_the_round_and_nothing_is_lost():
+    # j0 holds the server; j1 (1,000 s) arrives at 10 s. At the round (900 s) j0 has 99,100 s
+    # left, over 8 x 1,000: preempted gracefully, it checkpoints for 100 s; j1 runs 1,000-2,000;
+    # j0 resumes at 2,000 with all its work and ends at 2,000 + 99,100.
+    r = run([job(0, 0.0, 100_000.0, 8, grace=100.0), job(1, 10.0, 1_000.0, 4)])
+    assert events(r, "preempt", "start", "finish") == [
+        (0.0, "start", 0),
+        (900.0, "preempt", 0),
+        (1_000.0, "start", 1),
+        (2_000.0, "finish", 1),
+        (2_000.0, "start", 0),
+        (101_100.0, "finish", 0),
+    ]
+
+
+def test_no_preemption_where_the_running_job_is_not_factor_times_longer():
+    # at 900 s j0 has 4,100 s left, under 8 x 1,000: j1 waits for j0's end
+    r = run([job(0, 0.0, 5_000.0, 8, grace=100.0), job(1, 10.0, 1_000.0, 4)])
+    assert not events(r, "preempt")
+    assert events(r, "start") == [(0.0, "start", 0), (5_000.0, "start", 1)]
+    r = run([job(0, 0.0, 5_000.0, 8, grace=100.0), job(1, 10.0, 1_000.0, 4)], factor=4.0)
+    assert events(r, "preempt") == [(900.0, "preempt", 0)]
+
+
+def test_the_gpus_freed_for_a_job_wait_for_it_while_the_other_victims_checkpoint():
+    # j2 needs the whole server, held by j0 (checkpoint 50 s) and j1 (300 s). j0 is back in the
+    # queue at 950 s and fits its 4 free GPUs, but they are kept for j2, which starts at 1,200 s.
+    r = run([job(0, 0.0, 100_000.0, 4, grace=50.0), job(1, 0.0, 100_000.0, 4, grace=300.0), job(2, 10.0, 1_000.0, 8)])
+    assert events(r, "preempt") == [(900.0, "preempt", 0), (900.0, "preempt", 1)]
+    starts = events(r, "start")
+    assert starts[2] == (1_200.0, "start", 2)
+    assert all(t >= 2_200.0 for t, _, j in starts[3:])  # j0 and j1 after j2 is done
+    assert len(events(r, "finish")) == 3
+
+
+def test_registered_as_a_duration_policy_and_an_oracle():
+    assert entry("srtf").needs == "estimate" and not entry("srtf").oracle
+    assert entry("oracle-srtf").oracle and make("oracle-srtf").oracle  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError, match="srtf"):
+        check_information("srtf", "none")
+    check_information("oracle-srtf", "none")
+
+
+def test_every_job_finishes_on_the_default_scenario_without_losing_work():
+    s = scenarios.get("default", {"workload.synthetic.num_jobs": "80"})
+    r = scenarios.simulate(s, make("srtf", {"round_s": "300", "factor": "2"}), 3)
+    assert not r.truncated and np.isfinite(r.finish).all()
+    assert r.preemptions.sum() > 0
+    assert r.lost_work.sum() == 0.0  # every preemption is graceful
+    assert np.all(r.work_done >= r.work)
