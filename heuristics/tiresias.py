@@ -85,6 +85,7 @@ class Tiresias:
         self._run: dict[int, int] = {}  # job -> its run's number (stale checks are skipped)
         self._runs = 0
         self._type_lists: dict[tuple[frozenset[str] | None, str, int], list[str]] = {}  # see _types
+        self._sizes: dict[Size, Size] = {}  # see _size
         self._reclaim = FewestJobsReclaim()
 
     def _level(self, job: int, service: float) -> int:
@@ -119,7 +120,7 @@ class Tiresias:
             spec = spec_of(job)
             service = service_of(job)
             level = bisect_right(thresholds, service - offset.get(job, 0.0))  # _level
-            entries.append((job, (level, spec.submit_time, job), (spec.num_gpus, spec.gpu_types)))
+            entries.append((job, (level, spec.submit_time, job), self._size(view, spec)))
             if service > 0.0:  # it has run (held GPUs) before
                 since, run_time = view.queued_since(job), view.run_time(job)
                 since_of[job] = since
@@ -160,9 +161,7 @@ class Tiresias:
             if now - since > knob * run_time:  # (a wait's run time is fixed)
                 service = self._offset[job] = view.attained_service(job)
                 spec = view.job(job)
-                self._ranked.add(
-                    job, (self._level(job, service), spec.submit_time, job), (spec.num_gpus, spec.gpu_types)
-                )
+                self._ranked.add(job, (self._level(job, service), spec.submit_time, job), self._size(view, spec))
             else:
                 late.append(entry)
         for entry in late:
@@ -267,6 +266,18 @@ class Tiresias:
                 self._ranked.discard(job)
                 self._started(view, job, key, gpu_type, spec.num_gpus)
         self._sync(view)  # the jobs just preempted, ranked by their fresh level
+
+    def _size(self, view: ClusterView, spec: JobSpec) -> Size:
+        """The job's size class in the ranked queue: its GPUs and the training types it allows
+        (None: every one), so that jobs this policy cannot tell apart share a class (fewer
+        classes to merge in every walk; whether a job fits depends on nothing else)."""
+        size = (spec.num_gpus, spec.gpu_types)
+        known = self._sizes.get(size)
+        if known is None:
+            training = [t for t, p in view.pool_types() if p in TRAINING_ONLY]
+            allowed = frozenset(t for t in training if spec.allows(view.gpu_type(t)))
+            known = self._sizes[size] = (spec.num_gpus, None if len(allowed) == len(set(training)) else allowed)
+        return known
 
     def _types(self, view: ClusterView, spec: JobSpec) -> list[str]:
         """``types_for`` the training pool at the job's request, kept per (allowed types, model,

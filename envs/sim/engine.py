@@ -821,9 +821,11 @@ class Engine:
         j.version += 1
         if j.rate <= 0.0:
             return
-        start = self.now if self.now > j.progress_from else j.progress_from
+        now = self.now
+        start = now if now > j.progress_from else j.progress_from
         t = start + (j.bounds[j.phase] - j.work_done) / j.rate
-        self._push(t, MILESTONE, j.idx, j.version)
+        self._seq += 1  # _push, on the path of every (re)start
+        heapq.heappush(self._heap, (t, MILESTONE, self._seq, j.idx, j.version))
 
     def _speed(self, j: _Job, base: Alloc, flex: Alloc, gtype: GpuType) -> tuple[int, int, float]:
         servers = self.cluster.servers
@@ -859,7 +861,7 @@ class Engine:
         """(Re)start ``j`` on its allocation; the jobs beside it, and beside the servers it
         ``left``, are re-rated for contention."""
         assert j.gpu_type is not None
-        c = self.config
+        c, now = self.config, self.now
         j.workers, j.nservers, j.base_rate = self._speed(j, j.base, j.flex, j.gpu_type)
         if c.fluctuation > 0.0:
             j.noise = float(np.exp(self.rng_speed.normal(0.0, c.fluctuation)))
@@ -867,9 +869,9 @@ class Engine:
         if c.contention > 0.0:
             j.crowd = self._crowd(j)
             self._recrowd(j, left)
-        self._set_rate(j)
-        j.progress_from = self.now + c.restart_base_s + c.restart_per_gpu_s * j.workers
-        j.last_settle = self.now
+        j.rate = j.base_rate * j.mults[j.phase] * j.crowd  # _set_rate
+        j.progress_from = now + c.restart_base_s + c.restart_per_gpu_s * j.workers
+        j.last_settle = now
         self._schedule_milestone(j)
 
     def _set_rate(self, j: _Job) -> None:
