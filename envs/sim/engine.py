@@ -667,20 +667,15 @@ class Engine:
             base, flex = action.base, action.flex
             gtype = self._check(action, j, base, flex, own=False)
             self._place(j, base, flex, gtype)
+            self.queued_time_close(j)
             now, idx = self.now, j.idx
-            j.queued_time += now - j.queued_since
-            j.queued_since = math.nan
             if j.first_start != j.first_start:  # nan: its first start
                 j.first_start = now
             del self.pending[idx]
             self.running[idx] = None
             j.status = _RUNNING
             self._last_start = now
-            if j.work_done > j.mark:  # the livelock guard's common case (_progress_check)
-                j.mark = j.work_done
-                j.futile = 0
-            else:
-                self._progress_check(j)
+            self._progress_check(j)
             if self._trace:
                 self._record("start", idx, _fmt(base, flex))
         elif isinstance(action, Preempt):
