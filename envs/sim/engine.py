@@ -816,11 +816,9 @@ class Engine:
         j.version += 1
         if j.rate <= 0.0:
             return
-        now = self.now
-        start = now if now > j.progress_from else j.progress_from
+        start = self.now if self.now > j.progress_from else j.progress_from
         t = start + (j.bounds[j.phase] - j.work_done) / j.rate
-        self._seq += 1  # _push, on the path of every (re)start
-        heapq.heappush(self._heap, (t, MILESTONE, self._seq, j.idx, j.version))
+        self._push(t, MILESTONE, j.idx, j.version)
 
     def _speed(self, j: _Job, base: Alloc, flex: Alloc, gtype: GpuType) -> tuple[int, int, float]:
         servers = self.cluster.servers
@@ -864,7 +862,7 @@ class Engine:
         if c.contention > 0.0:
             j.crowd = self._crowd(j)
             self._recrowd(j, left)
-        j.rate = j.base_rate * j.mults[j.phase] * j.crowd  # _set_rate
+        self._set_rate(j)
         j.progress_from = now + c.restart_base_s + c.restart_per_gpu_s * j.workers
         j.last_settle = now
         self._schedule_milestone(j)
