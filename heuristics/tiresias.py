@@ -29,19 +29,20 @@ taken from a heap of the times they fall due.
 
 from __future__ import annotations
 
-import bisect
-import heapq
-from collections.abc import Callable, Iterator
+from bisect import bisect_left, bisect_right, insort
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from heapq import heappop, heappush
 from typing import Annotated
 
 from envs.sim.model import JobSpec, Pool
-from envs.sim.policy import Action, ClusterView, FewestJobsReclaim, JobStatus, Preempt, Start
+from envs.sim.policy import Action, Alloc, ClusterView, FewestJobsReclaim, JobStatus, Preempt, Start
 from envs.sim.settings import Choice, Each, Num, Settings
-from heuristics.common import TRAINING_ONLY, TYPE_ORDERS, RankedQueue, Room, Size, pack, types_for
+from heuristics.common import TRAINING_ONLY, TYPE_ORDERS, RankedQueue, Room, Size, free_gpus, pack, types_for
 from heuristics.registry import register
 
 _PENDING, _RUNNING = JobStatus.PENDING, JobStatus.RUNNING  # bound once: a member lookup costs ten globals
+_TRAINING = Pool.TRAINING
 
 Key = tuple[float, ...]  # (queue level, submit time, job): the rank, smaller first
 
@@ -84,11 +85,12 @@ class Tiresias:
         self._run: dict[int, int] = {}  # job -> its run's number (stale checks are skipped)
         self._runs = 0
         self._type_lists: dict[tuple[frozenset[str] | None, str, int], list[str]] = {}  # see _types
+        self._sizes: dict[Size, Size] = {}  # see _size
         self._reclaim = FewestJobsReclaim()
 
     def _level(self, job: int, service: float) -> int:
         """The queue of a job with this attained service."""
-        return bisect.bisect_right(self._thresholds, service - self._offset.get(job, 0.0))
+        return bisect_right(self._thresholds, service - self._offset.get(job, 0.0))
 
     def _sync(self, view: ClusterView) -> None:
         """Take in the jobs that entered the queue (ranked now) and left it for good since the
@@ -99,67 +101,87 @@ class Tiresias:
         for job in done:
             if job in row_of:
                 self._drop(job)
-        knob = self.config.promote_knob
+        if not new:
+            return
+        knob, thresholds, offset, since_of, due = (
+            self.config.promote_knob,
+            self._thresholds,
+            self._offset,
+            self._since,
+            self._due,
+        )
+        status_of, spec_of, service_of = view.status_of, view.job, view.attained_service
         entries = []
         for job in new:
             if job in row_of:
                 self._drop(job)  # preempted by the engine (a failure)
-            if view.status_of(job) != _PENDING:
+            if status_of(job) is not _PENDING:
                 continue
-            spec = view.job(job)
-            service = view.attained_service(job)
-            entries.append((job, (self._level(job, service), spec.submit_time, job), (spec.num_gpus, spec.gpu_types)))
+            spec = spec_of(job)
+            service = service_of(job)
+            level = bisect_right(thresholds, service - offset.get(job, 0.0))  # _level
+            entries.append((job, (level, spec.submit_time, job), self._size(view, spec)))
             if service > 0.0:  # it has run (held GPUs) before
                 since, run_time = view.queued_since(job), view.run_time(job)
-                self._since[job] = since
-                heapq.heappush(self._due, (since + knob * run_time, job, since, run_time))
+                since_of[job] = since
+                heappush(due, (since + knob * run_time, job, since, run_time))
         self._ranked.extend(entries)
 
     def decide(self, view: ClusterView) -> Iterator[Action]:
         self._sync(view)
         if view.round_tick and view.pending:  # with nobody waiting, every running job keeps its GPUs
             yield from self._reprioritise(view)
+        if not self._ranked or not free_gpus(view, TRAINING_ONLY):
+            return  # nothing to start, or no room for any job
         room = Room(view, TRAINING_ONLY)
         for key in self._ranked.walk(room.fits):
             job = int(key[-1])
             spec = view.job(job)
-            alloc = pack(view, spec, spec.num_gpus, type_order=self.config.type_order)
-            assert alloc is not None  # pack places a job exactly when one type it allows has room
-            yield Start(job, alloc)
+            placed = _place(view, spec, self._types(view, spec))
+            assert placed is not None  # pack places a job exactly when one type it allows has room
+            yield Start(job, placed[0])
             self._ranked.discard(job)
-            self._started(view, job, view.servers[alloc[0][0]].gpu_type.name, spec.num_gpus)
+            self._started(view, job, key, placed[1], spec.num_gpus)
             room.taken()
 
     def _promote(self, view: ClusterView) -> None:
         """A job that has waited more than ``promote_knob`` times its executed time goes back to
         the first queue: its service so far is forgiven."""
         now, due = view.now, self._due
+        limit = now + 1e-9 * (1.0 + abs(now))  # candidates up to here (rounding aside)
+        if not due or due[0][0] > limit:
+            return
         late: list[tuple[float, int, float, float]] = []
-        while due and due[0][0] <= now + 1e-9 * (1.0 + abs(now)):  # candidates (rounding aside)
-            entry = heapq.heappop(due)
+        knob, since_of, status_of = self.config.promote_knob, self._since, view.status_of
+        while due and due[0][0] <= limit:
+            entry = heappop(due)
             _, job, since, run_time = entry
-            if view.status_of(job) != _PENDING or self._since[job] != since:
+            if status_of(job) is not _PENDING or since_of[job] != since:
                 continue  # it started since: a later wait gets an entry of its own
-            if now - since > self.config.promote_knob * run_time:  # (a wait's run time is fixed)
+            if now - since > knob * run_time:  # (a wait's run time is fixed)
                 service = self._offset[job] = view.attained_service(job)
                 spec = view.job(job)
-                self._ranked.add(
-                    job, (self._level(job, service), spec.submit_time, job), (spec.num_gpus, spec.gpu_types)
-                )
+                self._ranked.add(job, (self._level(job, service), spec.submit_time, job), self._size(view, spec))
             else:
                 late.append(entry)
         for entry in late:
-            heapq.heappush(due, entry)
+            heappush(due, entry)
 
     # --- the running jobs' ranks, kept up to date between rounds
-    def _started(self, view: ClusterView, job: int, gpu_type: str | None, gpus: int) -> None:
-        """Track a job that runs on ``gpus`` GPUs of ``gpu_type`` since now: its row, and when
-        its level may rise."""
+    def _key(self, view: ClusterView, job: int, service: float) -> Key:
+        """A job's rank with this attained ``service``."""
+        return (self._level(job, service), view.job(job).submit_time, job)
+
+    def _started(self, view: ClusterView, job: int, key: Key, gpu_type: str | None, gpus: int) -> None:
+        """Track a job that runs on ``gpus`` GPUs of ``gpu_type`` since now, ranked ``key`` (its
+        rank while it waited: its service has not grown since): its row, and when its level may
+        rise."""
         service = view.attained_service(job)
-        row = ((self._level(job, service), view.job(job).submit_time, job), gpu_type, gpus)
-        bisect.insort(self._rows, row)
+        row = (key, gpu_type, gpus)
+        insort(self._rows, row)
         self._row[job] = row
-        self._held[gpu_type] = self._held.get(gpu_type, 0) + gpus
+        held = self._held
+        held[gpu_type] = held.get(gpu_type, 0) + gpus
         self._runs += 1
         self._run[job] = self._runs
         self._check_at(view.now, job, row, service)
@@ -170,46 +192,50 @@ class Tiresias:
         fixed: this policy never scales), would reach the next threshold. Until then its level
         cannot change."""
         level = int(row[0][0])
-        if level >= len(self._thresholds):
+        thresholds = self._thresholds
+        if level >= len(thresholds):
             return
         gpus = row[2]
-        left = self._thresholds[level] + self._offset.get(job, 0.0) - service
+        threshold = thresholds[level]
+        left = threshold + self._offset.get(job, 0.0) - service
         t = now + left / gpus
         # rounding in the view's sum is far below this margin (relative 1e-9 against 1e-16)
-        margin = 1e-9 * (1.0 + abs(now) + abs(t) + (self._thresholds[level] + abs(left)) / gpus)
-        heapq.heappush(self._checks, (t - margin, job, self._run[job]))
+        margin = 1e-9 * (1.0 + abs(now) + abs(t) + (threshold + abs(left)) / gpus)
+        heappush(self._checks, (t - margin, job, self._run[job]))
 
     def _drop(self, job: int) -> None:
         row = self._row.pop(job, None)
         if row is not None:
             rows = self._rows
-            del rows[bisect.bisect_left(rows, (row[0],))]
+            del rows[bisect_left(rows, (row[0],))]
             self._held[row[1]] -= row[2]
 
     def _update_levels(self, view: ClusterView) -> None:
         """Bring the running jobs' levels up to now (a running job's level only rises)."""
         now, checks, row_of, run = view.now, self._checks, self._row, self._run
+        if not checks or checks[0][0] > now:
+            return
+        thresholds, offset, rows, service_of = self._thresholds, self._offset, self._rows, view.attained_service
         later: list[tuple[float, int, int]] = []
         while checks and checks[0][0] <= now:
-            entry = heapq.heappop(checks)
+            entry = heappop(checks)
             job = entry[1]
             row = row_of.get(job)
             if row is None or run[job] != entry[2]:
                 continue  # it stopped since
             key = row[0]
-            service = view.attained_service(job)
-            level = self._level(job, service)
+            service = service_of(job)
+            level = bisect_right(thresholds, service - offset.get(job, 0.0))  # _level
             if level == key[0]:
                 later.append(entry)  # within the margin of its threshold: look again next round
                 continue
-            rows = self._rows
-            del rows[bisect.bisect_left(rows, (key,))]
+            del rows[bisect_left(rows, (key,))]
             row = ((level, key[1], job), row[1], row[2])
-            bisect.insort(rows, row)
+            insort(rows, row)
             row_of[job] = row
             self._check_at(now, job, row, service)
         for entry in later:
-            heapq.heappush(checks, entry)
+            heappush(checks, entry)
 
     def _rebuild(self, view: ClusterView) -> None:
         """Rank every running job afresh (when jobs run that this policy did not start)."""
@@ -217,7 +243,7 @@ class Tiresias:
         for job in view.running:
             if view.status_of(job) == _RUNNING:
                 _, gpu_type, _, _ = view.allocation(job)
-                self._started(view, job, gpu_type, view.workers(job))
+                self._started(view, job, self._key(view, job, view.attained_service(job)), gpu_type, view.workers(job))
 
     def _reprioritise(self, view: ClusterView) -> Iterator[Action]:
         """Preempt what falls outside the GPU budget in rank order; start what is chosen."""
@@ -226,18 +252,32 @@ class Tiresias:
             self._rebuild(view)
         self._update_levels(view)
         dropped, starts = _choose(view, self._ranked, self._rows, self._held, self._types)
-        for job in tuple(view.running):
-            if job in dropped:
-                yield Preempt(job)
-                self._drop(job)
-        for job, gpu_type in starts:
+        if dropped:
+            for job in tuple(view.running):
+                if job in dropped:
+                    yield Preempt(job)
+                    self._drop(job)
+        for key, gpu_type in starts:
+            job = int(key[-1])
             spec = view.job(job)
-            alloc = pack(view, spec, spec.num_gpus, gpu_type=gpu_type)
-            if alloc is not None:
-                yield Start(job, alloc)
+            placed = _place(view, spec, (gpu_type,))
+            if placed is not None:
+                yield Start(job, placed[0])
                 self._ranked.discard(job)
-                self._started(view, job, gpu_type, spec.num_gpus)
+                self._started(view, job, key, gpu_type, spec.num_gpus)
         self._sync(view)  # the jobs just preempted, ranked by their fresh level
+
+    def _size(self, view: ClusterView, spec: JobSpec) -> Size:
+        """The job's size class in the ranked queue: its GPUs and the training types it allows
+        (None: every one), so that jobs this policy cannot tell apart share a class (fewer
+        classes to merge in every walk; whether a job fits depends on nothing else)."""
+        size = (spec.num_gpus, spec.gpu_types)
+        known = self._sizes.get(size)
+        if known is None:
+            training = [t for t, p in view.pool_types() if p in TRAINING_ONLY]
+            allowed = frozenset(t for t in training if spec.allows(view.gpu_type(t)))
+            known = self._sizes[size] = (spec.num_gpus, None if len(allowed) == len(set(training)) else allowed)
+        return known
 
     def _types(self, view: ClusterView, spec: JobSpec) -> list[str]:
         """``types_for`` the training pool at the job's request, kept per (allowed types, model,
@@ -252,15 +292,31 @@ class Tiresias:
         return list(self._reclaim.reclaim(view, k))
 
 
+def _place(view: ClusterView, spec: JobSpec, types: Sequence[str]) -> tuple[Alloc, str] | None:
+    """``pack`` of the job at its size on the first of ``types`` (training types it allows, in
+    the policy's order) where it fits, and that type; one server by best fit without pack's
+    checks (the common case), else pack itself on that type."""
+    gpus = spec.num_gpus
+    for t in types:
+        sid = view.best_fit(t, _TRAINING, gpus)
+        if sid is not None:
+            return ((sid, gpus),), t
+        alloc = pack(view, spec, gpus, gpu_type=t)
+        if alloc is not None:
+            return alloc, t
+    return None
+
+
 def _choose(
     view: ClusterView,
     ranked: RankedQueue,
     running: list[Row],
     held: dict[str | None, int],
     types: Callable[[ClusterView, JobSpec], list[str]],
-) -> tuple[set[int], list[tuple[int, str]]]:
+) -> tuple[set[int], list[tuple[Key, str]]]:
     """The jobs that fit the per-type GPU budget in rank order: the running ones not kept (to
-    preempt), and the pending ones chosen, in rank order, each with the type it is to start on;
+    preempt), and the pending ones chosen (their ranks), in rank order, each with the type it is to
+    start on;
     ``running``: the rows (rank, type, GPUs) of the running jobs, sorted; ``held``: their GPUs
     per type; ``types``: the training types a job allows, in the order of the policy's
     ``type_order`` (``heuristics.common.types_for``).
@@ -284,12 +340,12 @@ def _choose(
         return False
 
     dropped: set[int] = set()
-    starts: list[tuple[int, str]] = []
+    starts: list[tuple[Key, str]] = []
     left = sum(budget.values())  # GPUs not yet given, all types
 
-    def take_pending(job: int) -> None:
+    def take_pending(key: Key) -> None:
         nonlocal left
-        spec: JobSpec = view.job(job)
+        spec: JobSpec = view.job(int(key[-1]))
         need = spec.num_gpus
         fallback = None  # the first type whose budget holds it, if none holds it without displacing
         for t in types(view, spec):
@@ -303,7 +359,7 @@ def _choose(
             if fallback is None:
                 return
             t = fallback
-        starts.append((job, t))
+        starts.append((key, t))
         budget[t] -= need
         left -= need
 
@@ -313,7 +369,7 @@ def _choose(
     head = next(pending, None)
     i, n = 0, len(running)
     while left:
-        j = n if head is None else bisect.bisect_left(running, (head,), i)
+        j = n if head is None else bisect_left(running, (head,), i)
         if all(budget[t] >= below[t] for t in budget):  # no deficit: each of them is kept
             for key, on, need in running[i:j]:
                 if on in budget:
@@ -340,7 +396,7 @@ def _choose(
                 break  # every GPU given
         if head is None:
             break
-        take_pending(int(head[-1]))
+        take_pending(head)
         head = next(pending, None)
     dropped.update(int(key[-1]) for key, _, _ in running[i:])  # not reached: every GPU was given
     return dropped, starts

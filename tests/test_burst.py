@@ -18,7 +18,7 @@ import pytest
 from benchmarks.sim_speed import burst
 from envs.sim import scenarios
 from envs.sim.engine import MAX_FUTILE_RESTARTS, DecisionError, Engine, SimConfig
-from envs.sim.model import V100, JobSpec, Pool, ServerSpec
+from envs.sim.model import A100, T4, V100, JobSpec, Pool, ServerSpec
 from envs.sim.policy import Action, ClusterView, ComposedScheduler, JobStatus, Preempt, Start
 from heuristics.common import TRAINING_ONLY, PackPlacement, RankedQueue, SortedKeys, SortedQueue, free_gpus
 from heuristics.fifo import by_remaining
@@ -269,3 +269,62 @@ def test_tiresias_kept_ranks_are_the_fresh_ranks_at_every_round(scenario, overri
     policy = _CheckedTiresias()
     r = scenarios.simulate(s, policy, 0)
     assert policy.rounds > 100 and r.preemptions.sum() > 100
+
+
+class _CheckedStarts(Tiresias):
+    """Tiresias checking that every job it starts is ranked by a rank made afresh (the rank it
+    waited with is reused: its service does not grow while it waits)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.starts = 0
+
+    def _started(self, view: ClusterView, job: int, key: tuple[float, ...], gpu_type: str | None, gpus: int) -> None:
+        fresh = (
+            bisect.bisect_right(self._thresholds, view.attained_service(job) - self._offset.get(job, 0.0)),
+            view.job(job).submit_time,
+            job,
+        )
+        assert key == fresh, f"t={view.now}: job {job} starts ranked {key}, not {fresh}"
+        self.starts += 1
+        super()._started(view, job, key, gpu_type, gpus)
+
+
+@pytest.mark.parametrize(
+    "scenario, overrides",
+    [
+        ("default", {}),
+        ("cloud", {}),  # several training types
+        ("default", {"sim.mtbf_h": "5"}),  # failures: the engine preempts too
+        ("default", {"cluster.training_mix": MIXED}),
+    ],
+)
+def test_tiresias_starts_each_job_at_its_fresh_rank(scenario, overrides):
+    s = scenarios.get(scenario, {"workload.synthetic.num_jobs": "300", **overrides})
+    policy = _CheckedStarts()
+    r = scenarios.simulate(s, policy, 0)
+    assert policy.starts > int(r.preemptions.sum()) > 100  # a restart after every preemption, and the first starts
+
+
+def test_tiresias_size_classes_tell_apart_only_what_a_fit_reads():
+    # training: V100s and A100s; inference: T4s. A class is the GPUs and the training types a
+    # job allows, None for every one of them, whatever the job's own list says.
+    servers = [
+        ServerSpec(0, V100, 8, Pool.TRAINING),
+        ServerSpec(1, A100, 8, Pool.TRAINING),
+        ServerSpec(2, V100, 8, Pool.TRAINING),
+        ServerSpec(3, T4, 4, Pool.INFERENCE),
+    ]
+    v, a, t = V100.name, A100.name, T4.name
+    cases = {
+        None: None,
+        frozenset({v, a}): None,
+        frozenset({v, a, t}): None,
+        frozenset({v}): frozenset({v}),
+        frozenset({a, t}): frozenset({a}),
+        frozenset({t}): frozenset(),
+    }
+    for allowed, expected in cases.items():
+        spec = JobSpec(0, "j", 0.0, 100.0, 4, 4, 4, "resnet50", gpu_types=allowed)
+        view = Engine(servers, [spec], Tiresias()).view
+        assert Tiresias()._size(view, spec) == (4, expected), allowed

@@ -343,6 +343,8 @@ class Engine:
         self.cap_training = sum(s.num_gpus for s in cl.servers if s.pool == Pool.TRAINING)
         self.cap_inference = sum(s.num_gpus for s in cl.servers if s.pool == Pool.INFERENCE)
         self.cap_loaned = 0
+        self._on_training = [s.pool == Pool.TRAINING for s in cl.servers]  # per server, for _count_busy
+        self._gpu_price = [s.gpu_type.price_per_hour for s in cl.servers]
         self._inference_ids = [s.server_id for s in cl.servers if s.pool == Pool.INFERENCE]
         self._inference_failed = 0  # inference servers down now
         self.cap_inference_up = self.cap_inference  # GPUs of the inference servers that are up
@@ -662,18 +664,20 @@ class Engine:
         """Validate and carry out one action (the RL adapters call this too)."""
         if isinstance(action, Start):
             j = self._job(action, action.job, _PENDING)
-            gtype = self._check(action, j, action.base, action.flex, own=False)
-            self._place(j, action.base, action.flex, gtype)
+            base, flex = action.base, action.flex
+            gtype = self._check(action, j, base, flex, own=False)
+            self._place(j, base, flex, gtype)
             self.queued_time_close(j)
-            if math.isnan(j.first_start):
-                j.first_start = self.now
-            del self.pending[j.idx]
-            self.running[j.idx] = None
+            now, idx = self.now, j.idx
+            if j.first_start != j.first_start:  # nan: its first start
+                j.first_start = now
+            del self.pending[idx]
+            self.running[idx] = None
             j.status = _RUNNING
-            self._last_start = self.now
+            self._last_start = now
             self._progress_check(j)
             if self._trace:
-                self._record("start", j.idx, _fmt(action.base, action.flex))
+                self._record("start", idx, _fmt(base, flex))
         elif isinstance(action, Preempt):
             j = self._job(action, action.job, _RUNNING)
             self._preempt(j, action.graceful, reclaim=self._on_reclaiming(j))
@@ -726,9 +730,14 @@ class Engine:
         raise DecisionError(f"policy {self.scheduler.name}: {action!r} for {who} breaks rule '{rule}'")
 
     def _job(self, action: Action, idx: int, status: JobStatus) -> _Job:
-        if not isinstance(idx, int) or not 0 <= idx < len(self._jobs):
-            self._reject(action, None, f"job id must be in 0..{len(self._jobs) - 1}")
-        j = self._jobs[idx]
+        jobs = self._jobs
+        if type(idx) is int and 0 <= idx < len(jobs):  # the common case, checked on the spot
+            j = jobs[idx]
+            if j.status is status:
+                return j
+        if not isinstance(idx, int) or not 0 <= idx < len(jobs):
+            self._reject(action, None, f"job id must be in 0..{len(jobs) - 1}")
+        j = jobs[idx]
         if j.status != status:
             self._reject(action, j, f"job must be {status.name.lower()}, it is {j.status.name.lower()}")
         return j
@@ -830,11 +839,13 @@ class Engine:
 
     def _place(self, j: _Job, base: Alloc, flex: Alloc, gtype: GpuType) -> None:
         """Allocate a validated placement (the job holds nothing) and restart it."""
-        cl = self.cluster
-        for part in (base, flex):
-            for sid, n in part:
-                cl.allocate(sid, j.idx, n)
-                self._count_busy(sid, n)
+        allocate, count, idx = self.cluster.allocate, self._count_busy, j.idx
+        for sid, n in base:
+            allocate(sid, idx, n)
+            count(sid, n)
+        for sid, n in flex:
+            allocate(sid, idx, n)
+            count(sid, n)
         j.base, j.flex, j.gpu_type = base, flex, gtype
         j.held_since = self.now
         self._restart(j)
@@ -843,7 +854,7 @@ class Engine:
         """(Re)start ``j`` on its allocation; the jobs beside it, and beside the servers it
         ``left``, are re-rated for contention."""
         assert j.gpu_type is not None
-        c = self.config
+        c, now = self.config, self.now
         j.workers, j.nservers, j.base_rate = self._speed(j, j.base, j.flex, j.gpu_type)
         if c.fluctuation > 0.0:
             j.noise = float(np.exp(self.rng_speed.normal(0.0, c.fluctuation)))
@@ -852,8 +863,8 @@ class Engine:
             j.crowd = self._crowd(j)
             self._recrowd(j, left)
         self._set_rate(j)
-        j.progress_from = self.now + c.restart_base_s + c.restart_per_gpu_s * j.workers
-        j.last_settle = self.now
+        j.progress_from = now + c.restart_base_s + c.restart_per_gpu_s * j.workers
+        j.last_settle = now
         self._schedule_milestone(j)
 
     def _set_rate(self, j: _Job) -> None:
@@ -900,26 +911,27 @@ class Engine:
             self._record("scale", j.idx, _fmt(j.base, flex))
 
     def _count_busy(self, sid: int, n: int) -> None:
-        server = self.cluster.servers[sid]
-        if server.pool == _TRAINING:
+        if self._on_training[sid]:
             self.busy_training += n
         else:
             self.busy_loaned += n
-        self.price_rate += n * server.gpu_type.price_per_hour
+        self.price_rate += n * self._gpu_price[sid]
 
     def _release_all(self, j: _Job) -> None:
-        cl = self.cluster
+        release, count, idx = self.cluster.release, self._count_busy, j.idx
         self._account(j)
-        for part in (j.base, j.flex):
-            for sid, n in part:
-                cl.release(sid, j.idx, n)
-                self._count_busy(sid, -n)
-        held = (*j.base, *j.flex)
+        for sid, n in j.base:
+            release(sid, idx, n)
+            count(sid, -n)
+        for sid, n in j.flex:
+            release(sid, idx, n)
+            count(sid, -n)
+        held = (*j.base, *j.flex) if self.config.contention > 0.0 else ()
         j.base = j.flex = ()
         j.workers = j.nservers = 0
         j.rate = 0.0
         j.version += 1
-        if self.config.contention > 0.0:
+        if held:
             self._recrowd(j, held)
 
     def _on_reclaiming(self, j: _Job) -> bool:

@@ -45,6 +45,12 @@ class GpuType:
     speed: float
     price_per_hour: float
 
+    def __hash__(self) -> int:
+        # the name's hash (a str keeps it): equal types have equal names, and the generated
+        # hash of all four fields is recomputed on every call (the throughput model's rate
+        # cache hashes a type per lookup)
+        return hash(self.name)
+
 
 # Reference types. Speeds: a T4 trains at about 1/3 of a V100 (Aryl, section 2; 65 vs 125
 # FP16 tensor TFLOPS and 320 vs 900 GB/s of memory bandwidth). Prices: on-demand cloud list
