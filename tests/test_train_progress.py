@@ -88,7 +88,10 @@ def test_on_a_terminal_each_seed_has_its_bar_here_and_on_ray(backend: str, tmp_p
     code, text = on_a_terminal([*TINY_128, *seeds, "--out", str(tmp_path / "runs"), "--demos", str(tmp_path / "d")])
     assert code == 0, text[-3000:]
     counts = bar_counts(text, "seed 0", 128)
-    assert counts == sorted(counts) and {0, 102, 128} <= set(counts), counts
+    # on Ray the driver takes the steps in at its reads, once a second (multiseed.POLL_S): under load
+    # a run this short was seen to draw no count between 0 and 128
+    drawn = {0, 128} if backend == "ray" else {0, 102, 128}
+    assert counts == sorted(counts) and drawn <= set(counts), counts
     assert progress_lines(text, "seed 0: ") == EVALS, text[-3000:]
 
 
