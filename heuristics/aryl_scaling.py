@@ -75,7 +75,7 @@ from envs.sim.policy import Action, Alloc, ClusterView, JobStatus, Migrate, Scal
 from heuristics.aryl_config import ArylConfig, Phase1Order
 from heuristics.aryl_place import ArylPlacement, FreeMap, Key, plan
 from heuristics.common import Size
-from heuristics.knapsack import compiled, solve_mckp_dense
+from heuristics.knapsack import compiled, dense_weights
 
 _RUNNING = JobStatus.RUNNING  # (a module constant: an enum member lookup costs more than the test)
 
@@ -95,8 +95,7 @@ class _Cand:
     top: int  # the most extra GPUs it may get
     new: int = 0  # extra GPUs chosen by phase 2
     until: float = math.nan  # its restarting_until (set by movable: it changes with the job's stamp)
-    segs: dict[int, tuple[list[float], list[float]]] = field(default_factory=dict)  # top -> phase 2's
-    # inputs of the job (ArylScaling._segment) while it is not restarting (a cache)
+    rates: np.ndarray | None = None  # ArylScaling.rates of the job, x = 0..top (a cache, set at first use)
 
 
 class _Layout:
@@ -232,21 +231,50 @@ def _div(a: float, b: float) -> float:
 
 
 @compiled
-def _values(rems: np.ndarray, rates: np.ndarray, pens: np.ndarray, tops: np.ndarray) -> np.ndarray:
-    """Phase 2's option values, job after job: job k (remaining work ``rems[k]``, the next
-    ``tops[k] + 1`` entries of ``rates`` and ``pens``, for x = 0..top extra GPUs) has the values of
-    x = 1..top, ``((T(0) - T(x)) - pen(x)) - ((T(0) - T(0)) - pen(0))`` with ``T(x) = rem /
-    rate(x)`` (IEEE: a zero rate gives inf or nan, which the knapsack refuses)."""
-    out = np.empty(tops.sum())
-    i = j = 0  # where job k's entries start in rates and pens, and in out
+def _values(
+    rems: np.ndarray,
+    rates: np.ndarray,
+    starts: np.ndarray,
+    tops: np.ndarray,
+    bases: np.ndarray,
+    curs: np.ndarray,
+    lefts: np.ndarray,
+    churn: np.ndarray,
+) -> np.ndarray:
+    """Phase 2's option values, job after job (the knapsack's dense vectors): job k (remaining
+    work ``rems[k]``; its rates on base + 0, 1, ... workers from ``rates[starts[k]]`` on) has the
+    values of x = 1..``tops[k]`` extra GPUs (none if ``tops[k] <= 0``),
+    ``((T(0) - T(x)) - pen(x)) - ((T(0) - T(0)) - pen(0))`` with ``T(x) = rem / rate(x)`` (IEEE: a
+    zero rate gives inf or nan, which the knapsack refuses) and the restart cost ``pen(x) =
+    max(0, restart_base + restart_per_gpu x (base + x) - left) x churn_factor``, 0 at x = the job's
+    current ``curs[k]`` and wherever ``lefts[k]`` is nan (a job that restarts at a reclaim deadline
+    anyway). ``churn`` holds restart_base, restart_per_gpu and churn_factor."""
+    rb, rg, cf = churn[0], churn[1], churn[2]
+    n = 0
     for k in range(tops.shape[0]):
-        rem = rems[k]
-        t0 = rem / rates[i]
-        v0 = (t0 - t0) - pens[i]
-        for x in range(1, tops[k] + 1):
-            out[j] = ((t0 - rem / rates[i + x]) - pens[i + x]) - v0
-            j += 1
-        i += tops[k] + 1
+        if tops[k] > 0:
+            n += tops[k]
+    out = np.empty(n)
+    j = 0  # where job k's values start in out
+    for k in range(tops.shape[0]):
+        top = tops[k]
+        if top > 0:
+            i = starts[k]
+            rem, left, base, cur = rems[k], lefts[k], bases[k], curs[k]
+            doomed = left != left
+            t0 = rem / rates[i]
+            p0 = 0.0
+            if not doomed and cur != 0:
+                a = rb + rg * base - left
+                p0 = (a if a > 0.0 else 0.0) * cf
+            v0 = (t0 - t0) - p0
+            for x in range(1, top + 1):
+                p = 0.0
+                if not doomed and x != cur:
+                    a = rb + rg * (base + x) - left
+                    p = (a if a > 0.0 else 0.0) * cf
+                out[j] = ((t0 - rem / rates[i + x]) - p) - v0
+                j += 1
     return out
 
 
@@ -417,6 +445,22 @@ class _Fitter:
                 yield Scale(c.job, tuple((s, n - gone.get(s, 0)) for s, n in c.flex if n > gone.get(s, 0)))
 
 
+@dataclass(slots=True)
+class _Group:
+    """The inputs of :func:`_values` that stay the same while one GPU type's candidates do:
+    per job (in the group's order) its id, rates (``_Cand.rates``, one after the other), where
+    they begin, base and current extra GPUs, restarting_until, and whether it is doomed."""
+
+    key: tuple[_Cand, ...]
+    jobs: list[int]
+    rates: np.ndarray
+    starts: np.ndarray  # where each job's rates begin in ``rates``
+    bases: np.ndarray
+    curs: np.ndarray
+    until: np.ndarray
+    doomed: np.ndarray
+
+
 @dataclass
 class ArylScaling:
     """``Scaling`` component: Aryl's phase 2 (see the module docstring).
@@ -434,7 +478,12 @@ class ArylScaling:
     group_flex: bool = True
     _rates: dict[tuple[int, str, int], list[float]] = field(default_factory=dict, init=False, repr=False)
     _memo: Movables = field(default_factory=Movables, init=False, repr=False)
-    _pens: dict[tuple[int, int, int], list[float]] = field(default_factory=dict, init=False, repr=False)
+    _groups: dict[str, _Group] = field(default_factory=dict, init=False, repr=False)  # by GPU type
+    _churn: np.ndarray = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        cfg = self.config
+        self._churn = np.array([cfg.restart_base_s, cfg.restart_per_gpu_s, cfg.churn_factor])
 
     # ------------------------------------------------------------------ the plan
     def scale(self, view: ClusterView) -> Iterator[Action]:
@@ -476,80 +525,68 @@ class ArylScaling:
     def allocate(self, view: ClusterView, group: list[_Cand], cap: int, fm: FreeMap) -> None:
         """Set ``new`` (extra GPUs) of every job of one GPU type: the knapsack, on the module
         docstring's values (:func:`_values`)."""
-        gpu_type = group[0].gpu_type
         if cap == 0:  # every option above 0 weighs more than the capacity (the test below, cheaper)
             for c in group:
                 c.new = 0
             return
-        size = fm.index.type_size[gpu_type]
+        gpu_type = group[0].gpu_type
         total = fm.type_total(gpu_type)
-        free, grouped, now = fm.free, self.group_flex, view.now
+        size = fm.index.type_size[gpu_type]
+        free, grouped = fm.free, self.group_flex
         tops: list[int] = []  # per job: its options are 1..top extra GPUs (its room: see _rooms)
-        live: list[_Cand] = []  # the jobs with options
-        live_tops: list[int] = []
-        rs: list[float] = []  # their rates on base + 0..top workers, job after job
-        ps: list[float] = []  # their restart costs of 0..top extra GPUs, job after job
-        for c in group:
+        fresh = False  # whether some job got its rates now (the group's arrays are then rebuilt)
+        for c in group:  # (min() by hand: this loop is phase 2's hottest)
             room = total
             if grouped:
                 for s in c.base_servers:
                     room -= free[s]
-            top = min(c.top, cap, room if room > 0 else 0)
+            top = c.top
+            if cap < top:
+                top = cap
+            if room <= 0:
+                room = 0
+            if room < top:
+                top = room
             tops.append(top)
-            if top <= 0:
-                continue
-            live.append(c)
-            live_tops.append(top)
-            left = c.until - now
-            if left <= 0.0 or c.doomed:  # then both depend on the job's sizes and top alone
-                seg = c.segs.get(top)
-                if seg is None:
-                    seg = c.segs[top] = self._segment(view, c, top, 0.0, size)
-                rs += seg[0]
-                ps += seg[1]
-            else:
-                r, pen = self._segment(view, c, top, left, size)
-                rs += r
-                ps += pen
-        if not live and max(tops) == 0:
+            if top > 0 and c.rates is None:  # at its first use, as the rates cache is filled
+                c.rates = np.array(self.rates(view, c, size))
+                fresh = True
+        if max(tops) <= 0:
             for c in group:
                 c.new = 0
             return
-        rems = view.remaining_works([c.job for c in live])
-        values = _values(np.array(rems), np.array(rs), np.array(ps), np.array(live_tops))
-        choice = solve_mckp_dense(values, np.array(tops), cap)
-        for c, i in zip(group, choice, strict=True):
-            c.new = i + 1 if i >= 0 else 0
+        arrays = self._arrays(group, fresh)
+        rems = np.array(view.remaining_works(arrays.jobs))
+        lefts = arrays.until - view.now
+        lefts = np.where(lefts > 0.0, lefts, 0.0)  # no restart under way: 0
+        lefts[arrays.doomed] = math.nan
+        sizes = np.array(tops, dtype=np.int64)
+        values = _values(rems, arrays.rates, arrays.starts, sizes, arrays.bases, arrays.curs, lefts, self._churn)
+        for c, w in zip(group, dense_weights(values, sizes, cap).tolist(), strict=True):
+            c.new = w if w > 0 else 0
 
-    def _segment(
-        self, view: ClusterView, c: _Cand, top: int, left: float, size: int
-    ) -> tuple[list[float], list[float]]:
-        """A job's rates on base + 0..top workers and the restart costs of 0..top extra GPUs
-        (``left``: seconds of a restart still under way)."""
-        r = self._rates.get((c.job, c.gpu_type, len(c.base_servers)))
-        if r is None or len(r) <= c.top:
-            r = self.rates(view, c, size)
-        pen = self._pens.get((c.base, top, c.cur)) if left <= 0.0 and not c.doomed else None
-        if pen is None:
-            pen = self._penalty(c, top, left if left > 0.0 else 0.0)
-        return r[: top + 1], pen
-
-    def _penalty(self, c: _Cand, top: int, left: float) -> list[float]:
-        """The restart cost of x = 0..top extra GPUs (cached: while a job is not restarting it
-        depends on its sizes only)."""
-        if c.doomed:  # it restarts at the reclaim deadline anyway
-            return [0.0] * (top + 1)
-        key = (c.base, top, c.cur)
-        pen = self._pens.get(key) if left == 0.0 else None
-        if pen is None:
-            cfg = self.config
-            rb, rg, churn = cfg.restart_base_s, cfg.restart_per_gpu_s, cfg.churn_factor
-            pen = [max(0.0, rb + rg * w - left) * churn for w in range(c.base, c.base + top + 1)]
-            if c.cur <= top:
-                pen[c.cur] = 0.0  # keeping what it has costs nothing
-            if left == 0.0:
-                self._pens[key] = pen
-        return pen
+    def _arrays(self, group: list[_Cand], fresh: bool) -> _Group:
+        """The per-job inputs of :func:`_values` for ``group``, kept while the group is the same
+        candidates (which keep their sizes) and none got its rates since (``fresh``). A job
+        without rates yet (never offered an option) gets zeros in their place: it has no values."""
+        key = tuple(group)
+        held = self._groups.get(group[0].gpu_type)
+        if held is not None and held.key == key and not fresh:
+            return held
+        segs = [np.zeros(max(0, c.top + 1)) if c.rates is None else c.rates for c in group]
+        lengths = np.array([len(r) for r in segs], dtype=np.int64)
+        g = _Group(
+            key,
+            [c.job for c in group],
+            np.concatenate(segs),
+            np.cumsum(lengths) - lengths,
+            np.array([c.base for c in group], dtype=np.int64),
+            np.array([c.cur for c in group], dtype=np.int64),
+            np.array([c.until for c in group]),
+            np.array([c.doomed for c in group], dtype=bool),
+        )
+        self._groups[group[0].gpu_type] = g
+        return g
 
     def _rooms(self, group: list[_Cand], fm: FreeMap) -> list[int]:
         """Per job of one GPU type, the virtual free GPUs of its type it could use (not on its

@@ -89,7 +89,7 @@ def solve_mckp(groups: Sequence[Sequence[Option]], capacity: int) -> list[int]:
     rest = dense[:, 1:][np.arange(dense.shape[1] - 1) < tops[:, None]]  # weights 1..W_g, group by group
     weights = _solve(dense[:, 0].copy(), rest, tops, capacity, False)
     choice = [-1] * len(groups)
-    for k, wk in enumerate(weights):
+    for k, wk in enumerate(weights.tolist()):
         if wk >= 0:
             best = dense[k, wk]
             choice[k] = next(i for i, (wi, vi) in enumerate(groups[k]) if wi == wk and float(vi) == best)
@@ -110,17 +110,22 @@ def solve_mckp_dense(
         not add up to the values.
     """
     vals, n = np.asarray(values, dtype=np.float64), np.asarray(sizes, dtype=np.int64)
-    weights = _solve(
-        np.zeros(len(n)), np.ascontiguousarray(vals), np.ascontiguousarray(n), _check_capacity(capacity), True
-    )
-    return [w - 1 if w > 0 else -1 for w in weights]
+    weights = dense_weights(np.ascontiguousarray(vals), np.ascontiguousarray(n), _check_capacity(capacity))
+    return [w - 1 if w > 0 else -1 for w in weights.tolist()]
+
+
+def dense_weights(values: np.ndarray, sizes: np.ndarray, capacity: int) -> np.ndarray:
+    """:func:`solve_mckp_dense`'s solution as the chosen weight per group (0 or -1: none), for callers
+    that already hold contiguous float64 ``values``, int64 ``sizes`` and an int ``capacity >= 0``
+    (no conversions; the same checks of the values)."""
+    return _solve(np.zeros(len(sizes)), values, sizes, capacity, True)
 
 
 _workspace = np.empty(0)
 
 
-def _solve(d0: np.ndarray, vals: np.ndarray, sizes: np.ndarray, capacity: int, check: bool) -> list[int]:
-    """The chosen weight per group (-1 = none). Group ``g``'s dense vector is ``d0[g]`` at weight
+def _solve(d0: np.ndarray, vals: np.ndarray, sizes: np.ndarray, capacity: int, check: bool) -> np.ndarray:
+    """The chosen weight per group (-1 = none; an int64 array). Group ``g``'s dense vector is ``d0[g]`` at weight
     0 and its ``sizes[g]`` entries of ``vals`` (groups one after the other) at weights 1, 2, ...;
     those above ``capacity`` are left out. ``check``: refuse a non-finite entry of ``vals``."""
     global _workspace
@@ -134,7 +139,7 @@ def _solve(d0: np.ndarray, vals: np.ndarray, sizes: np.ndarray, capacity: int, c
     if bad >= 0:
         g = int(np.searchsorted(np.cumsum(sizes), bad, side="right"))
         raise ValueError(f"group {g}: values must be finite, got {float(vals[bad])!r}")
-    return out.tolist()  # type: ignore[no-any-return]
+    return out
 
 
 F = TypeVar("F", bound=Callable[..., Any])
