@@ -75,7 +75,9 @@ from envs.sim.policy import Action, Alloc, ClusterView, JobStatus, Migrate, Scal
 from heuristics.aryl_config import ArylConfig, Phase1Order
 from heuristics.aryl_place import ArylPlacement, FreeMap, Key, plan
 from heuristics.common import Size
-from heuristics.knapsack import compiled, dense_weights
+from heuristics.knapsack import compiled_calling, mckp_kernel, refuse, workspace
+
+_mckp = mckp_kernel  # (replaced by its numba function when _phase2 is compiled)
 
 _RUNNING = JobStatus.RUNNING  # (a module constant: an enum member lookup costs more than the test)
 
@@ -230,52 +232,58 @@ def _div(a: float, b: float) -> float:
     return math.nan if a == 0 or a != a else math.copysign(math.inf, a)
 
 
-@compiled
-def _values(
+@compiled_calling("_mckp")
+def _phase2(
     rems: np.ndarray,
     rates: np.ndarray,
     starts: np.ndarray,
     tops: np.ndarray,
     bases: np.ndarray,
     curs: np.ndarray,
-    lefts: np.ndarray,
+    until: np.ndarray,
+    doomed: np.ndarray,
+    now: float,
     churn: np.ndarray,
-) -> np.ndarray:
-    """Phase 2's option values, job after job (the knapsack's dense vectors): job k (remaining
-    work ``rems[k]``; its rates on base + 0, 1, ... workers from ``rates[starts[k]]`` on) has the
-    values of x = 1..``tops[k]`` extra GPUs (none if ``tops[k] <= 0``),
-    ``((T(0) - T(x)) - pen(x)) - ((T(0) - T(0)) - pen(0))`` with ``T(x) = rem / rate(x)`` (IEEE: a
-    zero rate gives inf or nan, which the knapsack refuses) and the restart cost ``pen(x) =
-    max(0, restart_base + restart_per_gpu x (base + x) - left) x churn_factor``, 0 at x = the job's
-    current ``curs[k]`` and wherever ``lefts[k]`` is nan (a job that restarts at a reclaim deadline
-    anyway). ``churn`` holds restart_base, restart_per_gpu and churn_factor."""
+    capacity: int,
+    table: np.ndarray,
+    values: np.ndarray,
+    out: np.ndarray,
+) -> int:
+    """Phase 2's option values, job after job, into ``values`` (the knapsack's dense vectors),
+    then the knapsack on them (:data:`~heuristics.knapsack.mckp_kernel`: its return code, the
+    chosen extra GPUs per job in ``out``, -1 or 0 for none). Job k (remaining work ``rems[k]``;
+    its rates on base + 0, 1, ... workers from ``rates[starts[k]]`` on) has the values of x =
+    1..``tops[k]`` extra GPUs (none if ``tops[k] <= 0``), ``((T(0) - T(x)) - pen(x)) - ((T(0) -
+    T(0)) - pen(0))`` with ``T(x) = rem / rate(x)`` (IEEE: a zero rate gives inf or nan, which the
+    knapsack refuses) and the restart cost ``pen(x) = max(0, restart_base + restart_per_gpu x
+    (base + x) - left) x churn_factor``, where ``left`` is what is left of a restart under way
+    (``until[k] - now``, 0 if none); 0 at x = the job's current ``curs[k]``, and for a ``doomed``
+    job (it restarts at a reclaim deadline anyway). ``churn`` holds restart_base,
+    restart_per_gpu and churn_factor."""
     rb, rg, cf = churn[0], churn[1], churn[2]
-    n = 0
-    for k in range(tops.shape[0]):
-        if tops[k] > 0:
-            n += tops[k]
-    out = np.empty(n)
-    j = 0  # where job k's values start in out
+    j = 0  # where job k's values start
     for k in range(tops.shape[0]):
         top = tops[k]
         if top > 0:
             i = starts[k]
-            rem, left, base, cur = rems[k], lefts[k], bases[k], curs[k]
-            doomed = left != left
+            rem, base, cur, gone = rems[k], bases[k], curs[k], doomed[k]
+            left = until[k] - now
+            if not left > 0.0:
+                left = 0.0
             t0 = rem / rates[i]
             p0 = 0.0
-            if not doomed and cur != 0:
+            if not gone and cur != 0:
                 a = rb + rg * base - left
                 p0 = (a if a > 0.0 else 0.0) * cf
             v0 = (t0 - t0) - p0
             for x in range(1, top + 1):
                 p = 0.0
-                if not doomed and x != cur:
+                if not gone and x != cur:
                     a = rb + rg * (base + x) - left
                     p = (a if a > 0.0 else 0.0) * cf
-                out[j] = ((t0 - rem / rates[i + x]) - p) - v0
+                values[j] = ((t0 - rem / rates[i + x]) - p) - v0
                 j += 1
-    return out
+    return _mckp(np.zeros(tops.shape[0]), values, tops, capacity, True, table, out)  # type: ignore[no-any-return]
 
 
 @dataclass
@@ -447,7 +455,7 @@ class _Fitter:
 
 @dataclass(slots=True)
 class _Group:
-    """The inputs of :func:`_values` that stay the same while one GPU type's candidates do:
+    """The inputs of :func:`_phase2` that stay the same while one GPU type's candidates do:
     per job (in the group's order) its id, rates (``_Cand.rates``, one after the other), where
     they begin, base and current extra GPUs, restarting_until, and whether it is doomed."""
 
@@ -524,7 +532,7 @@ class ArylScaling:
 
     def allocate(self, view: ClusterView, group: list[_Cand], cap: int, fm: FreeMap) -> None:
         """Set ``new`` (extra GPUs) of every job of one GPU type: the knapsack, on the module
-        docstring's values (:func:`_values`)."""
+        docstring's values (:func:`_phase2`)."""
         if cap == 0:  # every option above 0 weighs more than the capacity (the test below, cheaper)
             for c in group:
                 c.new = 0
@@ -556,17 +564,21 @@ class ArylScaling:
                 c.new = 0
             return
         arrays = self._arrays(group, fresh)
-        rems = np.array(view.remaining_works(arrays.jobs))
-        lefts = arrays.until - view.now
-        lefts = np.where(lefts > 0.0, lefts, 0.0)  # no restart under way: 0
-        lefts[arrays.doomed] = math.nan
         sizes = np.array(tops, dtype=np.int64)
-        values = _values(rems, arrays.rates, arrays.starts, sizes, arrays.bases, arrays.curs, lefts, self._churn)
-        for c, w in zip(group, dense_weights(values, sizes, cap).tolist(), strict=True):
+        values = np.empty(sum(t for t in tops if t > 0))
+        out = np.empty(len(tops), dtype=np.int64)
+        a = arrays
+        code = _phase2(
+            np.array(view.remaining_works(a.jobs)),
+            *(a.rates, a.starts, sizes, a.bases, a.curs, a.until, a.doomed, view.now, self._churn, cap),
+            *(workspace(len(tops), cap), values, out),
+        )
+        refuse(code, values, sizes)
+        for c, w in zip(group, out.tolist(), strict=True):
             c.new = w if w > 0 else 0
 
     def _arrays(self, group: list[_Cand], fresh: bool) -> _Group:
-        """The per-job inputs of :func:`_values` for ``group``, kept while the group is the same
+        """The per-job inputs of :func:`_phase2` for ``group``, kept while the group is the same
         candidates (which keep their sizes) and none got its rates since (``fresh``). A job
         without rates yet (never offered an option) gets zeros in their place: it has no values."""
         key = tuple(group)

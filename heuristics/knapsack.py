@@ -22,8 +22,10 @@ compute. The table of every ``best_g`` is kept; the choices are read back from t
 the first. Float64 throughout: the comparisons must be exact.
 
 The recurrence and the walk-back run in one compiled kernel (numba, compiled on the first call
-and cached on disk beside this file, or in numba's user-wide cache where that is read-only); the
-table lives in a scratch block reused across calls (fresh pages cost more than the arithmetic on
+and cached on disk beside this file, or in numba's user-wide cache where that is read-only;
+:data:`mckp_kernel`, which other kernels may call: Aryl's phase 2 computes its values and solves
+in one call, a numba call from Python costing more than small instances' arithmetic); the table
+lives in a scratch block reused across calls (fresh pages cost more than the arithmetic on
 a large instance).
 
 Ties (several optimal solutions), deterministic: walking back from the last group, each group
@@ -124,21 +126,32 @@ def dense_weights(values: np.ndarray, sizes: np.ndarray, capacity: int) -> np.nd
 _workspace = np.empty(0)
 
 
-def _solve(d0: np.ndarray, vals: np.ndarray, sizes: np.ndarray, capacity: int, check: bool) -> np.ndarray:
-    """The chosen weight per group (-1 = none; an int64 array). Group ``g``'s dense vector is ``d0[g]`` at weight
-    0 and its ``sizes[g]`` entries of ``vals`` (groups one after the other) at weights 1, 2, ...;
-    those above ``capacity`` are left out. ``check``: refuse a non-finite entry of ``vals``."""
+def workspace(groups: int, capacity: int) -> np.ndarray:
+    """The scratch block for the DP table of ``groups`` groups at ``capacity`` (reused across calls:
+    fresh pages cost more than the arithmetic on a large instance; the block is shared, so its
+    contents are gone at the next call)."""
     global _workspace
-    n = len(sizes)
-    if _workspace.size < (n + 1) * (capacity + 1):
-        _workspace = np.empty((n + 1) * (capacity + 1))
-    out = np.empty(n, dtype=np.int64)
-    bad = _dp(d0, vals, sizes, capacity, check, _workspace, out)
-    if bad == -2:
+    if _workspace.size < (groups + 1) * (capacity + 1):
+        _workspace = np.empty((groups + 1) * (capacity + 1))
+    return _workspace
+
+
+def refuse(code: int, vals: np.ndarray, sizes: np.ndarray) -> None:
+    """Raise the ValueError that :func:`_dp`'s return ``code`` stands for (none for -1)."""
+    if code == -2:
         raise ValueError(f"sizes add up to {int(np.sum(sizes))} values, got {len(vals)}")
-    if bad >= 0:
-        g = int(np.searchsorted(np.cumsum(sizes), bad, side="right"))
-        raise ValueError(f"group {g}: values must be finite, got {float(vals[bad])!r}")
+    if code >= 0:
+        g = int(np.searchsorted(np.cumsum(sizes), code, side="right"))
+        raise ValueError(f"group {g}: values must be finite, got {float(vals[code])!r}")
+
+
+def _solve(d0: np.ndarray, vals: np.ndarray, sizes: np.ndarray, capacity: int, check: bool) -> np.ndarray:
+    """The chosen weight per group (-1 = none; an int64 array). Group ``g``'s dense vector is
+    ``d0[g]`` at weight 0 and its ``sizes[g]`` entries of ``vals`` (groups one after the other) at
+    weights 1, 2, ...; those above ``capacity`` are left out. ``check``: refuse a non-finite entry
+    of ``vals``."""
+    out = np.empty(len(sizes), dtype=np.int64)
+    refuse(_dp(d0, vals, sizes, capacity, check, workspace(len(sizes), capacity), out), vals, sizes)
     return out
 
 
@@ -149,22 +162,39 @@ def compiled(fn: F) -> F:
     """``fn`` compiled by numba (nopython; IEEE division: ``x / 0`` is inf or nan, no exception;
     cached on disk beside its file, or in numba's user-wide cache where that is read-only, or not
     at all where both are) on its first call: numba is imported only then, most runs never need
-    it."""
-    jitted: Callable[..., Any] | None = None
+    it. ``compiled_calling`` for a kernel that calls other kernels."""
+    return compiled_calling()(fn)
 
-    @functools.wraps(fn)
-    def call(*args: Any) -> Any:
-        nonlocal jitted
-        if jitted is None:
-            import numba
 
-            try:
-                jitted = numba.njit(cache=True, nogil=True, error_model="numpy")(fn)
-            except RuntimeError:  # no writable cache location (read-only tree and home): compile anew
-                jitted = numba.njit(nogil=True, error_model="numpy")(fn)
-        return jitted(*args)
+def compiled_calling(*kernels: str) -> Callable[[F], F]:
+    """:func:`compiled`, for a function that calls the compiled kernels named ``kernels`` (globals
+    of its module, made by :func:`compiled`): when it is compiled, their numba functions take their
+    place there (numba calls those directly, with no Python in between)."""
 
-    return call  # type: ignore[return-value]
+    def wrap(fn: F) -> F:
+        jitted: Any = None
+
+        def dispatcher() -> Any:
+            nonlocal jitted
+            if jitted is None:
+                import numba
+
+                for name in kernels:
+                    fn.__globals__[name] = fn.__globals__[name].dispatcher()
+                try:
+                    jitted = numba.njit(cache=True, nogil=True, error_model="numpy")(fn)
+                except RuntimeError:  # no writable cache location (read-only tree and home): compile anew
+                    jitted = numba.njit(nogil=True, error_model="numpy")(fn)
+            return jitted
+
+        @functools.wraps(fn)
+        def call(*args: Any) -> Any:
+            return (jitted or dispatcher())(*args)
+
+        call.dispatcher = dispatcher  # type: ignore[attr-defined]
+        return call  # type: ignore[return-value]
+
+    return wrap
 
 
 @compiled
@@ -250,3 +280,8 @@ def mckp_value(groups: Sequence[Sequence[Option]], choice: Sequence[int]) -> tup
     w = sum(int(groups[g][i][0]) for g, i in enumerate(choice) if i >= 0)
     v = sum(float(groups[g][i][1]) for g, i in enumerate(choice) if i >= 0)
     return w, v
+
+
+mckp_kernel = _dp
+"""The DP kernel itself, for kernels that solve in the same call (``compiled_calling``): arguments
+as :func:`_dp`'s; the table is :func:`workspace`'s, a return code other than -1 goes to :func:`refuse`."""
