@@ -66,7 +66,7 @@ from __future__ import annotations
 import heapq
 import math
 import operator
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -133,7 +133,8 @@ class Movables:
 
     layouts: dict[int, _Layout] = field(default_factory=dict)
     verdicts: dict[int, _Cand | None] = field(default_factory=dict)  # job -> its verdict (None: left out)
-    seen: set[tuple[int, int]] = field(default_factory=set)  # the (job, stamp) pairs they were made at
+    view: ClusterView | None = None  # the view they were made on
+    changed: set[int] = field(default_factory=set)  # the jobs whose stamp changed since (view.watch_stamps)
     bad: tuple[int, ...] | None = None  # the unplaceable servers then
     with_flex: bool | None = None
 
@@ -144,19 +145,22 @@ def movable(view: ClusterView, with_flex: bool = False, memo: Movables | None = 
     ``with_flex``: only those holding more than their minimum (a quick filter). ``memo``: what
     the caller keeps between calls (a speed-up: a job whose stamp did not change keeps its
     verdict while the unplaceable servers stay the same)."""
-    memo = Movables() if memo is None else memo
-    layouts, verdicts = memo.layouts, memo.verdicts
     unplaceable = view.unplaceable_servers()
-    stamps = set(view.running_stamps())
-    if memo.bad == unplaceable and memo.with_flex == with_flex:
-        fresh = stamps - memo.seen
+    running = view.running
+    if memo is None:
+        memo = Movables()
+        fresh: Iterable[int] = running
+    elif memo.view is view and memo.bad == unplaceable and memo.with_flex == with_flex:
+        fresh = [job for job in memo.changed if job in running]
     else:
-        fresh = stamps
-        verdicts.clear()
+        if memo.view is not view:
+            memo.view, memo.changed = view, view.watch_stamps()
+        fresh = running
+        memo.verdicts.clear()
         memo.bad, memo.with_flex = unplaceable, with_flex
-    memo.seen = stamps
+    layouts, verdicts = memo.layouts, memo.verdicts
     bad = set(unplaceable)
-    for job, _ in fresh:  # (each verdict is the job's own: the order does not matter)
+    for job in fresh:  # (each verdict is the job's own: the order does not matter)
         lay = layouts.get(job)
         if lay is None:
             spec = view.job(job)
@@ -165,10 +169,11 @@ def movable(view: ClusterView, with_flex: bool = False, memo: Movables | None = 
         if c is not None:
             c.until = view.restarting_until(job)
         verdicts[job] = c
-    if len(verdicts) > 4 * len(stamps) + 64:  # forget the jobs that left
-        for job in [j for j in verdicts if j not in view.running]:
+    memo.changed.clear()
+    if len(verdicts) > 4 * len(running) + 64:  # forget the jobs that left
+        for job in [j for j in verdicts if j not in running]:
             del verdicts[job]
-    return [c for c in map(verdicts.__getitem__, view.running) if c is not None]
+    return [c for c in map(verdicts.__getitem__, running) if c is not None]
 
 
 def _verdict(view: ClusterView, job: int, lay: _Layout, with_flex: bool, bad: set[int]) -> _Cand | None:

@@ -327,6 +327,9 @@ class Engine:
         self.pending: dict[int, None] = {}
         self.running: dict[int, None] = {}  # RUNNING and PREEMPTING
         self.entered: list[int] = []  # job ids in the order they entered the queue (append-only)
+        # sets that readers registered (ClusterView.watch_stamps): each gets every job whose
+        # version (stamp) changes; the reader empties its own
+        self.stamp_watchers: list[set[int]] = []
         self.finish_log: list[int] = []  # job ids in the order they finished (append-only)
         self.done = 0
         self.round_tick = False
@@ -814,6 +817,8 @@ class Engine:
 
     def _schedule_milestone(self, j: _Job) -> None:
         j.version += 1
+        for w in self.stamp_watchers:
+            w.add(j.idx)
         if j.rate <= 0.0:
             return
         start = self.now if self.now > j.progress_from else j.progress_from
@@ -931,6 +936,8 @@ class Engine:
         j.workers = j.nservers = 0
         j.rate = 0.0
         j.version += 1
+        for w in self.stamp_watchers:
+            w.add(j.idx)
         if held:
             self._recrowd(j, held)
 
@@ -949,6 +956,8 @@ class Engine:
             j.status = _PREEMPTING
             j.rate = 0.0
             j.version += 1
+            for w in self.stamp_watchers:
+                w.add(j.idx)
             self._push(self.now + j.spec.grace_period, GRACE_DONE, j.idx, j.version)
             if self._trace:
                 self._record("preempt", j.idx, "graceful")

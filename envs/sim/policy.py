@@ -599,6 +599,14 @@ class ClusterView:
         e = self._e
         return Integrals(e.i_in_system, e.i_slowdown, e.i_price, e.deadline_misses)
 
+    def watch_stamps(self) -> set[int]:
+        """A new set into which the engine puts every job whose stamp (``running_stamps``) changes
+        from now on; the reader takes what it needs and empties it (``clear``), and reads the
+        stamps of the jobs in it only. One set per reader; it lives as long as the engine."""
+        watched: set[int] = set()
+        self._e.stamp_watchers.append(watched)
+        return watched
+
 
 # ----------------------------------------------------------------------------- protocols
 @runtime_checkable
