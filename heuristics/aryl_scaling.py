@@ -462,7 +462,8 @@ class _Fitter:
 class _Group:
     """The inputs of :func:`_phase2` that stay the same while one GPU type's candidates do:
     per job (in the group's order) its id, rates (``_Cand.rates``, one after the other), where
-    they begin, base and current extra GPUs, restarting_until, and whether it is doomed."""
+    they begin, base and current extra GPUs, and whether it is doomed (not ``until``: a job's
+    restart may end at another time with the same allocation, hence the same candidate)."""
 
     key: tuple[_Cand, ...]
     jobs: list[int]
@@ -470,7 +471,6 @@ class _Group:
     starts: np.ndarray  # where each job's rates begin in ``rates``
     bases: np.ndarray
     curs: np.ndarray
-    until: np.ndarray
     doomed: np.ndarray
 
 
@@ -575,7 +575,8 @@ class ArylScaling:
         a = arrays
         code = _phase2(
             np.array(view.remaining_works(a.jobs)),
-            *(a.rates, a.starts, sizes, a.bases, a.curs, a.until, a.doomed, view.now, self._churn, cap),
+            *(a.rates, a.starts, sizes, a.bases, a.curs, np.array([c.until for c in group]), a.doomed),
+            *(view.now, self._churn, cap),
             *(workspace(len(tops), cap), values, out),
         )
         refuse(code, values, sizes)
@@ -599,7 +600,6 @@ class ArylScaling:
             np.cumsum(lengths) - lengths,
             np.array([c.base for c in group], dtype=np.int64),
             np.array([c.cur for c in group], dtype=np.int64),
-            np.array([c.until for c in group]),
             np.array([c.doomed for c in group], dtype=bool),
         )
         self._groups[group[0].gpu_type] = g
