@@ -108,6 +108,10 @@ SERVER = Features(
     )
 )
 _J, _C, _S = JOB.col, CLUSTER.col, SERVER.col
+_WAITING, _SLACK, _FITS, _AHEAD, _PREDICTED = (_J[n] for n in ("waiting", "slack", "fits", "ahead_gpus", "predicted"))
+_CLUSTER_NAMES = CLUSTER.names
+_QT, _QS, _REM, _LB, _MG, _DL = range(6)  # Encoder._inputs' columns: queued time and since, remaining
+# (as revealed), remaining at the base demand, min GPUs, deadline
 
 
 def _log(x: float, scale: float) -> float:
@@ -215,14 +219,13 @@ class Encoder:
                 # remaining time at the base demand = remaining work / rate(min GPUs, packed)
                 base_slow[j] = 1.0 / view.rate(j, s.min_gpus, packed_servers(s.min_gpus), training)
         self._base_slow = base_slow
-        self._deadline = np.array([np.nan if s.deadline is None else s.deadline for s in specs])
-        self._min_gpus = np.array([s.min_gpus for s in specs], dtype=np.float64)
-        # what stays fixed while a job waits (Waits), by job: filled in when it enters the queue
+        # per job, the inputs of the time-dependent features (columns _QT.._DL): what stays fixed
+        # while it waits (Waits), filled in when it enters the queue, and its deadline (nan if
+        # none) and min GPUs
+        self._inputs = np.zeros((n, 6))
+        self._inputs[:, _DL] = [np.nan if s.deadline is None else s.deadline for s in specs]
+        self._inputs[:, _MG] = [s.min_gpus for s in specs]
         self._rows = static  # the static features, then the ones fixed during a wait
-        self._remaining = np.zeros(n)
-        self._left_base = np.zeros(n)
-        self._queued_time = np.zeros(n)
-        self._queued_since = np.zeros(n)
         self._cursor = 0  # position in the view's queue log
         self._predicted = np.zeros(n)  # the ``predicted`` feature, valid where _predicted_ok
         self._predicted_ok = np.zeros(n, dtype=bool)
@@ -235,7 +238,7 @@ class Encoder:
             self._server_static[i, _S["inference"]] = 1.0 if server.pool == Pool.INFERENCE else 0.0
             self._server_static[i, _S["type_speed"]] = min(1.0, server.gpu_type.speed / 2.0)
         self._server_types = [s.gpu_type.name for s in servers]
-        self._deadlines = bool((~np.isnan(self._deadline)).any())  # any job of the episode has one
+        self._deadlines = bool((~np.isnan(self._inputs[:, _DL])).any())  # any job of the episode has one
         self._allowed: dict[frozenset[str] | None, np.ndarray] = {}  # the "allowed" column by GPU types
         self._loads: ServerLoads | None = None  # the cluster state _server_now holds
         self._server_now = self._server_static
@@ -262,10 +265,11 @@ class Encoder:
         rows = self._rows
         rows[idx, _J["remaining"]], rows[idx, _J["attained"]], rows[idx, _J["remaining_base"]] = hours
         rows[idx, _J["preemptions"]] = np.minimum(w.preemptions, 5.0) / 5.0
-        self._remaining[idx] = remaining
-        self._left_base[idx] = left_base
-        self._queued_time[idx] = w.queued_time
-        self._queued_since[idx] = w.queued_since
+        inputs = self._inputs
+        inputs[idx, _REM] = remaining
+        inputs[idx, _LB] = left_base
+        inputs[idx, _QT] = w.queued_time
+        inputs[idx, _QS] = w.queued_since
 
     def _sync_predicted(self, idx: np.ndarray) -> np.ndarray:
         """The ``predicted`` feature of the jobs ``idx``, recomputed for every job once a job has
@@ -303,32 +307,33 @@ class Encoder:
             return self._rows[jobs]
         self._sync_waits()
         pending = view.pending
-        for j in jobs:
-            if j not in pending:
-                raise ValueError(f"job {j} is not pending: job rows show waiting jobs only")
+        if not all(map(pending.__contains__, jobs)):
+            j = next(j for j in jobs if j not in pending)
+            raise ValueError(f"job {j} is not pending: job rows show waiting jobs only")
         idx = np.array(jobs, dtype=np.intp)
         rows = self._rows[idx]
+        inputs = self._inputs[idx].T  # (one gather: its rows are the columns _QT.._DL)
         now = view.now
-        waited = (self._queued_time[idx] + now) - self._queued_since[idx]
+        waited = (inputs[_QT] + now) - inputs[_QS]
         hours = np.log1p(waited / 3600.0)
         hours /= 5.0
-        rows[:, _J["waiting"]] = np.minimum(hours, 1.0, out=hours)
+        rows[:, _WAITING] = np.minimum(hours, 1.0, out=hours)
         if self._deadlines:
-            deadlines = self._deadline[idx]
+            deadlines = inputs[_DL]
             has = ~np.isnan(deadlines)
             if has.any():
-                rows[has, _J["slack"]] = np.tanh((deadlines[has] - now - self._remaining[idx][has]) / 86400.0)
-        rows[: len(fits), _J["fits"]] = fits
+                rows[has, _SLACK] = np.tanh((deadlines[has] - now - inputs[_REM][has]) / 86400.0)
+        rows[: len(fits), _FITS] = fits
         if len(jobs) > len(fits):
-            rows[len(fits) :, _J["fits"]] = 1.0
+            rows[len(fits) :, _FITS] = 1.0
         # shortest-remaining-first: the base GPUs of the visible jobs ahead of each would go first
-        order = np.argsort(self._left_base[idx], kind="stable")
-        base = self._min_gpus[idx][order]
+        order = np.argsort(inputs[_LB], kind="stable")
+        base = inputs[_MG][order]
         ahead = np.empty(len(jobs))
         ahead[order] = np.cumsum(base) - base
         p = pools if pools is not None else view.pools()
-        rows[:, _J["ahead_gpus"]] = np.minimum(1.0, ahead / max(1, p.training_gpus + p.loaned_gpus))
-        rows[:, _J["predicted"]] = self._sync_predicted(idx)
+        rows[:, _AHEAD] = np.minimum(1.0, ahead / max(1, p.training_gpus + p.loaned_gpus))
+        rows[:, _PREDICTED] = self._sync_predicted(idx)
         return rows
 
     # ------------------------------------------------------------------ ordering
@@ -347,21 +352,32 @@ class Encoder:
         ``pools``: ``view.pools()`` if the caller has it already."""
         view = self.view
         p = pools if pools is not None else view.pools()
-        c = np.zeros(len(CLUSTER), dtype=np.float32)
-        c[_C["training_free"]] = (p.training_gpus - p.training_busy) / p.training_gpus if p.training_gpus else 0.0
+        training_free = (p.training_gpus - p.training_busy) / p.training_gpus if p.training_gpus else 0.0
         if p.inference_gpus:
-            c[_C["loaned_free"]] = (p.loaned_gpus - p.loaned_busy) / p.inference_gpus
-            c[_C["loaned"]] = p.loaned_servers / p.inference_servers
-            c[_C["reclaiming"]] = p.reclaiming_servers / p.inference_servers
-            c[_C["inference_load"]] = p.inference_demand / p.inference_gpus
-        c[_C["day_sin"]], c[_C["day_cos"]] = self.core.time_of_day()
+            loaned_free = (p.loaned_gpus - p.loaned_busy) / p.inference_gpus
+            loaned = p.loaned_servers / p.inference_servers
+            reclaiming = p.reclaiming_servers / p.inference_servers
+            load = p.inference_demand / p.inference_gpus
+        else:
+            loaned_free = loaned = reclaiming = load = 0.0
+        day_sin, day_cos = self.core.time_of_day()
         waiting = len(view.pending)
-        c[_C["queue"]] = _log(waiting, 5.0)
-        c[_C["hidden"]] = _log(max(0, waiting - self.slots), 5.0)
-        c[_C["running"]] = _log(len(view.running), 5.0)
-        c[_C["to_arrive"]] = 1.0 - p.arrived / p.jobs
-        c[_C["largest_free"]] = max((view.largest_free(t, q) / self._size for t, q in self._training_keys), default=0.0)
-        return c
+        largest = max((view.largest_free(t, q) / self._size for t, q in self._training_keys), default=0.0)
+        values = {
+            "training_free": training_free,
+            "loaned_free": loaned_free,
+            "loaned": loaned,
+            "reclaiming": reclaiming,
+            "inference_load": load,
+            "day_sin": day_sin,
+            "day_cos": day_cos,
+            "queue": _log(waiting, 5.0),
+            "hidden": _log(max(0, waiting - self.slots), 5.0),
+            "running": _log(len(view.running), 5.0),
+            "to_arrive": 1.0 - p.arrived / p.jobs,
+            "largest_free": largest,
+        }
+        return np.array([values[n] for n in _CLUSTER_NAMES], dtype=np.float32)
 
     # ------------------------------------------------------------------ placement
     def _servers_now(self) -> tuple[np.ndarray, ServerLoads]:
