@@ -49,9 +49,11 @@ The number of servers behind an option, for ``view.rate`` (ours): the base's ser
 the base's servers otherwise.
 
 Implementation (speed only, the decisions are the ones above): a job's sizes and layout are kept
-between calls while its allocation stays the same tuples; phase 2's values are computed job by job
-in plain floats with the same operations as the vectorised formula (so the same roundings), and
-the knapsack takes them as dense vectors; placement touches the virtual map only if some job wants
+between calls while its allocation stays the same tuples, and its verdict while its stamp does
+(the engine tells which stamps changed: ``ClusterView.watch_stamps``); one GPU type's per-job
+inputs are kept while its candidates stay the same; the values (restart costs included) and the
+knapsack are one compiled call (:func:`_phase2`), with the same floating-point operations as
+the formula above; placement touches the virtual map only if some job wants
 more than it keeps; the room component first replays its plan on the free totals (a placement
 succeeds exactly when they hold the demand) and builds its maps only if a job may need flexible
 GPUs.
