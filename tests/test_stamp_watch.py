@@ -1,0 +1,48 @@
+"""ClusterView.watch_stamps: the engine tells a reader which jobs' stamps changed (issue 21: phase 2
+reads only those instead of every running job's stamp at every decision)."""
+
+from __future__ import annotations
+
+import collections
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from envs.sim import scenarios
+from envs.sim.policy import ClusterView
+from envs.sim.scenarios.base import simulate
+from heuristics.aryl_config import ArylConfig
+from heuristics.aryl_scaling import ArylScaling
+from heuristics.registry import make
+
+
+def test_watched_set_holds_exactly_the_running_jobs_whose_stamp_changed():
+    """At every phase-2 decision of a run with loans, reclaims and failures, the running jobs in
+    the watched set are the running jobs whose (job, stamp) pair is new since the last decision."""
+    seen = collections.Counter()
+    state: dict[str, object] = {}
+
+    class Checking(ArylScaling):
+        def scale(self, view: ClusterView):  # type: ignore[no-untyped-def]
+            stamps = dict(view.running_stamps())
+            if "watched" not in state:
+                state["watched"] = view.watch_stamps()
+            else:
+                before = state["stamps"]
+                assert isinstance(before, dict)
+                changed = {j for j, v in stamps.items() if before.get(j) != v}
+                watched = state["watched"]
+                assert isinstance(watched, set)
+                assert {j for j in watched if j in stamps} == changed
+                seen["changed"] += len(changed)
+                seen["unchanged"] += len(stamps) - len(changed)
+                watched.clear()
+            state["stamps"] = stamps
+            yield from super().scale(view)
+
+    policy = make("aryl")
+    policy.scaling = Checking(ArylConfig(), policy.placement, policy.ordering)
+    s = scenarios.get("loaning", {"workload.synthetic.num_jobs": "120", "sim.mtbf_h": "200"})
+    simulate(s, policy, 0)
+    assert seen["changed"] > 100 and seen["unchanged"] > 100, seen
