@@ -32,13 +32,23 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from heapq import heappop, heappush
+from operator import itemgetter
 from typing import Annotated
 
 from envs.sim.model import JobSpec, Pool
 from envs.sim.policy import Action, Alloc, ClusterView, FewestJobsReclaim, JobStatus, Preempt, Start
 from envs.sim.settings import Choice, Each, Num, Settings
-from heuristics.common import TRAINING_ONLY, TYPE_ORDERS, RankedQueue, Room, Size, free_gpus, pack, types_for
+from heuristics.common import (
+    TRAINING_ONLY,
+    TYPE_ORDERS,
+    DueTimes,
+    RankedQueue,
+    Room,
+    Size,
+    free_gpus,
+    pack,
+    types_for,
+)
 from heuristics.registry import register
 
 _PENDING, _RUNNING = JobStatus.PENDING, JobStatus.RUNNING  # bound once: a member lookup costs ten globals
@@ -61,6 +71,7 @@ class TiresiasConfig(Settings):
 
 
 Row = tuple[Key, str | None, int]  # a running job's (rank, GPU type, GPUs)
+_gpus = itemgetter(2)  # a row's GPUs
 
 
 @dataclass
@@ -76,12 +87,12 @@ class Tiresias:
         self._ranked = RankedQueue()  # the pending jobs, by rank; size class (GPUs, types)
         self._cursor = 0  # position in the engine's queue log
         self._finished = 0  # position in the engine's log of finishes
-        self._due: list[tuple[float, int, float, float]] = []  # (promotion due, job, queued since, run time)
+        self._due: DueTimes[tuple[int, float, float]] = DueTimes()  # at promotion due: (job, queued since, run time)
         self._since: dict[int, float] = {}  # when a job with an entry in _due last entered the queue
         self._rows: list[Row] = []  # the running jobs, sorted by rank (their level as of _checks)
         self._row: dict[int, Row] = {}  # job -> its row
         self._held: dict[str | None, int] = {}  # GPUs of the rows, per type
-        self._checks: list[tuple[float, int, int]] = []  # (when a running job may reach its next level, job, run)
+        self._checks: DueTimes[tuple[int, int]] = DueTimes()  # when a running job may reach its next level: (job, run)
         self._run: dict[int, int] = {}  # job -> its run's number (stale checks are skipped)
         self._runs = 0
         self._type_lists: dict[tuple[frozenset[str] | None, str, int], list[str]] = {}  # see _types
@@ -124,7 +135,7 @@ class Tiresias:
             if service > 0.0:  # it has run (held GPUs) before
                 since, run_time = view.queued_since(job), view.run_time(job)
                 since_of[job] = since
-                heappush(due, (since + knob * run_time, job, since, run_time))
+                due.push(since + knob * run_time, (job, since, run_time))
         self._ranked.extend(entries)
 
     def decide(self, view: ClusterView) -> Iterator[Action]:
@@ -149,23 +160,32 @@ class Tiresias:
         the first queue: its service so far is forgiven."""
         now, due = view.now, self._due
         limit = now + 1e-9 * (1.0 + abs(now))  # candidates up to here (rounding aside)
-        if not due or due[0][0] > limit:
+        if not due or due.first() > limit:
             return
-        late: list[tuple[float, int, float, float]] = []
+        late: list[tuple[float, tuple[int, float, float]]] = []
         knob, since_of, status_of = self.config.promote_knob, self._since, view.status_of
-        while due and due[0][0] <= limit:
-            entry = heappop(due)
-            _, job, since, run_time = entry
-            if status_of(job) is not _PENDING or since_of[job] != since:
-                continue  # it started since: a later wait gets an entry of its own
-            if now - since > knob * run_time:  # (a wait's run time is fixed)
-                service = self._offset[job] = view.attained_service(job)
-                spec = view.job(job)
-                self._ranked.add(job, (self._level(job, service), spec.submit_time, job), self._size(view, spec))
-            else:
-                late.append(entry)
-        for entry in late:
-            heappush(due, entry)
+        offset, thresholds, add, service_of, spec_of = (
+            self._offset,
+            self._thresholds,
+            self._ranked.add,
+            view.attained_service,
+            view.job,
+        )
+        while due and due.first() <= limit:
+            t = due.first()
+            for entry in due.pop():  # (each job's promotion is its own: any order will do)
+                job, since, run_time = entry
+                if status_of(job) is not _PENDING or since_of[job] != since:
+                    continue  # it started since: a later wait gets an entry of its own
+                if now - since > knob * run_time:  # (a wait's run time is fixed)
+                    service = offset[job] = service_of(job)
+                    spec = spec_of(job)
+                    level = bisect_right(thresholds, service - service)  # _level, its service forgiven
+                    add(job, (level, spec.submit_time, job), self._size(view, spec))
+                else:
+                    late.append((t, entry))
+        for t, entry in late:
+            due.push(t, entry)
 
     # --- the running jobs' ranks, kept up to date between rounds
     def _key(self, view: ClusterView, job: int, service: float) -> Key:
@@ -201,7 +221,7 @@ class Tiresias:
         t = now + left / gpus
         # rounding in the view's sum is far below this margin (relative 1e-9 against 1e-16)
         margin = 1e-9 * (1.0 + abs(now) + abs(t) + (threshold + abs(left)) / gpus)
-        heappush(self._checks, (t - margin, job, self._run[job]))
+        self._checks.push(t - margin, (job, self._run[job]))
 
     def _drop(self, job: int) -> None:
         row = self._row.pop(job, None)
@@ -213,33 +233,34 @@ class Tiresias:
     def _update_levels(self, view: ClusterView) -> None:
         """Bring the running jobs' levels up to now (a running job's level only rises)."""
         now, checks, row_of, run = view.now, self._checks, self._row, self._run
-        if not checks or checks[0][0] > now:
+        if not checks or checks.first() > now:
             return
         thresholds, offset, rows, service_of = self._thresholds, self._offset, self._rows, view.attained_service
-        later: list[tuple[float, int, int]] = []
-        while checks and checks[0][0] <= now:
-            entry = heappop(checks)
-            job = entry[1]
-            row = row_of.get(job)
-            if row is None or run[job] != entry[2]:
-                continue  # it stopped since
-            key = row[0]
-            service = service_of(job)
-            level = bisect_right(thresholds, service - offset.get(job, 0.0))  # _level
-            if level == key[0]:
-                later.append(entry)  # within the margin of its threshold: look again next round
-                continue
-            del rows[bisect_left(rows, (key,))]
-            row = ((level, key[1], job), row[1], row[2])
-            insort(rows, row)
-            row_of[job] = row
-            self._check_at(now, job, row, service)
-        for entry in later:
-            heappush(checks, entry)
+        later: list[tuple[float, tuple[int, int]]] = []
+        while checks and checks.first() <= now:
+            t = checks.first()
+            for entry in checks.pop():  # (each job's row is its own: any order will do)
+                job = entry[0]
+                row = row_of.get(job)
+                if row is None or run[job] != entry[1]:
+                    continue  # it stopped since
+                key = row[0]
+                service = service_of(job)
+                level = bisect_right(thresholds, service - offset.get(job, 0.0))  # _level
+                if level == key[0]:
+                    later.append((t, entry))  # within the margin of its threshold: look again next round
+                    continue
+                del rows[bisect_left(rows, (key,))]
+                row = ((level, key[1], job), row[1], row[2])
+                insort(rows, row)
+                row_of[job] = row
+                self._check_at(now, job, row, service)
+        for t, entry in later:
+            checks.push(t, entry)
 
     def _rebuild(self, view: ClusterView) -> None:
         """Rank every running job afresh (when jobs run that this policy did not start)."""
-        self._rows, self._row, self._held, self._checks = [], {}, {}, []
+        self._rows, self._row, self._held, self._checks = [], {}, {}, DueTimes()
         for job in view.running:
             if view.status_of(job) == _RUNNING:
                 _, gpu_type, _, _ = view.allocation(job)
@@ -365,18 +386,25 @@ def _choose(
 
     # the running jobs (all of them) and the pending ones of the classes that still fit, merged:
     # the running rows i..j-1 rank above the next pending job
+    on_types = [t for t, gpus in held.items() if gpus]  # the types the rows run on (each holds >= 1 GPU)
+    only = on_types[0] if len(on_types) == 1 and on_types[0] in budget else None
     pending = ranked.walk(fits)
     head = next(pending, None)
     i, n = 0, len(running)
     while left:
         j = n if head is None else bisect_left(running, (head,), i)
         if all(budget[t] >= below[t] for t in budget):  # no deficit: each of them is kept
-            for key, on, need in running[i:j]:
-                if on in budget:
-                    budget[on] -= need
-                    below[on] -= need
-                else:
-                    dropped.add(int(key[-1]))  # on a type outside the training pool
+            if only is not None:  # every row on one training type: their GPUs in one sum
+                need = sum(map(_gpus, running[i:j]))
+                budget[only] -= need
+                below[only] -= need
+            else:
+                for key, on, need in running[i:j]:
+                    if on in budget:
+                        budget[on] -= need
+                        below[on] -= need
+                    else:
+                        dropped.add(int(key[-1]))  # on a type outside the training pool
             left = sum(budget.values())
             i = j
         else:

@@ -98,16 +98,18 @@ class Cluster:
 
     # ------------------------------------------------------------------ changes
     def allocate(self, sid: int, job: int, gpus: int) -> None:
-        if gpus > self.free[sid]:
-            raise RuntimeError(f"server {sid} has {self.free[sid]} free GPUs, cannot hold {gpus} more")
-        indexed = self.status[sid] in PLACEABLE
-        if indexed:
-            self._unindex(sid)
-        self.free[sid] -= gpus
+        free = self.free[sid]
+        if gpus > free:
+            raise RuntimeError(f"server {sid} has {free} free GPUs, cannot hold {gpus} more")
+        self.free[sid] = free - gpus
         h = self.hosted[sid]
         h[job] = h.get(job, 0) + gpus
-        if indexed:
-            self._index(sid)
+        if self.status[sid] in PLACEABLE:  # _unindex then _index, in one (the path of every start)
+            k = self.key[sid]
+            buckets = self._buckets[k]
+            del buckets[free][sid]
+            buckets[free - gpus][sid] = None
+            self._total[k] -= gpus
         self.version += 1
 
     def release(self, sid: int, job: int, gpus: int) -> None:
@@ -119,12 +121,14 @@ class Cluster:
             h[job] = left
         else:
             del h[job]
-        indexed = self.status[sid] in PLACEABLE
-        if indexed:
-            self._unindex(sid)
-        self.free[sid] += gpus
-        if indexed:
-            self._index(sid)
+        free = self.free[sid]
+        self.free[sid] = free + gpus
+        if self.status[sid] in PLACEABLE:  # _unindex then _index, in one
+            k = self.key[sid]
+            buckets = self._buckets[k]
+            del buckets[free][sid]
+            buckets[free + gpus][sid] = None
+            self._total[k] += gpus
         self.version += 1
 
     def set_status(self, sid: int, status: ServerStatus, deadline: float = math.nan) -> None:

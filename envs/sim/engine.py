@@ -670,15 +670,20 @@ class Engine:
             base, flex = action.base, action.flex
             gtype = self._check(action, j, base, flex, own=False)
             self._place(j, base, flex, gtype)
-            self.queued_time_close(j)
             now, idx = self.now, j.idx
+            j.queued_time += now - j.queued_since  # queued_time_close
+            j.queued_since = math.nan
             if j.first_start != j.first_start:  # nan: its first start
                 j.first_start = now
             del self.pending[idx]
             self.running[idx] = None
             j.status = _RUNNING
             self._last_start = now
-            self._progress_check(j)
+            if j.work_done > j.mark:  # _progress_check's common case
+                j.mark = j.work_done
+                j.futile = 0
+            else:
+                self._progress_check(j)
             if self._trace:
                 self._record("start", idx, _fmt(base, flex))
         elif isinstance(action, Preempt):
@@ -723,10 +728,6 @@ class Engine:
                 f"progress (work done stays at {j.work_done:.6g} of {j.work:.6g} s), a livelock the engine stops "
                 f"after {MAX_FUTILE_RESTARTS} in a row"
             )
-
-    def queued_time_close(self, j: _Job) -> None:
-        j.queued_time += self.now - j.queued_since
-        j.queued_since = math.nan
 
     def _reject(self, action: Action, j: _Job | None, rule: str) -> None:
         who = f"job {j.idx} ({j.spec.name})" if j is not None else "an unknown job"
