@@ -816,10 +816,15 @@ class Engine:
             j.gpu_s[j.gpu_type.name] = j.gpu_s.get(j.gpu_type.name, 0.0) + g
         j.held_since = self.now
 
-    def _schedule_milestone(self, j: _Job) -> None:
+    def _bump(self, j: _Job) -> None:
+        """A new version (stamp) of ``j``: its pending events go stale, and every stamp watcher
+        hears of it."""
         j.version += 1
         for w in self.stamp_watchers:
             w.add(j.idx)
+
+    def _schedule_milestone(self, j: _Job) -> None:
+        self._bump(j)
         if j.rate <= 0.0:
             return
         start = self.now if self.now > j.progress_from else j.progress_from
@@ -936,9 +941,7 @@ class Engine:
         j.base = j.flex = ()
         j.workers = j.nservers = 0
         j.rate = 0.0
-        j.version += 1
-        for w in self.stamp_watchers:
-            w.add(j.idx)
+        self._bump(j)
         if held:
             self._recrowd(j, held)
 
@@ -956,9 +959,7 @@ class Engine:
             j.restore = j.work_done
             j.status = _PREEMPTING
             j.rate = 0.0
-            j.version += 1
-            for w in self.stamp_watchers:
-                w.add(j.idx)
+            self._bump(j)
             self._push(self.now + j.spec.grace_period, GRACE_DONE, j.idx, j.version)
             if self._trace:
                 self._record("preempt", j.idx, "graceful")
