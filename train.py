@@ -187,9 +187,23 @@ def signals_held() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
 
 
-def progress_line(console: Console, planned: int, start: int, prefix: str = "") -> Callable[[dict[str, Any]], None]:
+def figure_cell(figure: str, value: float | None) -> str:
+    """``value`` of metric ``figure`` as train.py prints it ("-": none)."""
+    if value is None:
+        return "-"
+    return f"{value:,.0f}" if figure.endswith("_s") else f"{value:.3f}"
+
+
+def figure_name(figure: str) -> str:
+    """Metric ``figure``'s name in train.py's lines and headings."""
+    return "avg JCT s" if figure == "avg_jct_s" else figure
+
+
+def progress_line(
+    console: Console, planned: int, start: int, figure: str, prefix: str = ""
+) -> Callable[[dict[str, Any]], None]:
     """Prints one line per evaluation (after ``prefix``): steps, the speed since ``start`` steps,
-    the agent's figures."""
+    the agent's avg JCT and, where the reward's ``figure`` is another, that figure."""
     t0 = time.monotonic()
 
     def line(entry: dict[str, Any]) -> None:
@@ -197,8 +211,10 @@ def progress_line(console: Console, planned: int, start: int, prefix: str = "") 
         rate = (steps - start) / max(time.monotonic() - t0, 1e-9)
         speed = f", {rate:.0f} steps/s" if steps > start else ""
         unfinished = f", {agent['jobs_unfinished']:.0f} jobs unfinished" if agent["jobs_unfinished"] else ""
+        other = f", {figure} {figure_cell(figure, agent[figure])}" if figure != "avg_jct_s" else ""
         console.print(
-            f"{prefix}{steps:,}/{planned:,} steps{speed}; eval: agent avg JCT {agent['avg_jct_s']:,.0f} s{unfinished}",
+            f"{prefix}{steps:,}/{planned:,} steps{speed}; eval: agent avg JCT {agent['avg_jct_s']:,.0f} s"
+            f"{other}{unfinished}",
             highlight=False,
         )
 
@@ -296,12 +312,14 @@ def _main(args: argparse.Namespace, argv: list[str] | None, console: Console, wh
                     f"BC {agent}: held-out accuracy {rep.heldout_accuracy:.3f} ({rep.heldout_steps} steps)"
                 ),
             )
-        trainer.on_eval = progress_line(console, planned, trainer.state.steps)
+        trainer.on_eval = progress_line(console, planned, trainer.state.steps, config.figure)
         trainer.train()
 
     last = trainer.state.evals[-1]
+    fig = config.figure
+    extra = () if fig == "avg_jct_s" else (fig,)
     table = Table(title=f"held-out seeds {list(config.eval_seeds)}: mean over episodes")
-    for col in ("policy", "avg JCT s", "p95 JCT s", "avg queue s", "usage"):
+    for col in ("policy", "avg JCT s", "p95 JCT s", "avg queue s", "usage", *extra):
         table.add_column(col, justify="right")
     rows = [("agent (latest)", last["agent"]), *list(last["baselines"].items())]
     for name, m in rows:
@@ -311,10 +329,11 @@ def _main(args: argparse.Namespace, argv: list[str] | None, console: Console, wh
             f"{m['p95_jct_s']:,.0f}",
             f"{m['avg_queue_s']:,.0f}",
             f"{m['utilization']:.3f}",
+            *(figure_cell(fig, m.get(fig)) for fig in extra),
         )
     console.print(table)
     console.print(
-        f"{trainer.state.steps} steps trained; best agent avg JCT {trainer.state.best_jct:,.0f} s; "
+        f"{trainer.state.steps} steps trained; best agent {figure_name(fig)} {figure_cell(fig, trainer.state.best)}; "
         f"checkpoints in {run / 'checkpoints'}"
     )
     return 0
@@ -363,14 +382,16 @@ def _seeds(args: argparse.Namespace, command: list[str], console: Console) -> in
                 cpus=min(len(seeds), os.cpu_count() or 1),
                 on_done=done,
                 hold=signals_held,
-                watch=lambda seed: progress_line(console, config.planned_steps(), 0, f"seed {seed}: "),
+                watch=lambda seed: progress_line(console, config.planned_steps(), 0, config.figure, f"seed {seed}: "),
                 steps=lambda seed, n: bar.advance(tasks[seed], n),
             )
     except ConfigError as e:
         console.print(f"[red]error:[/red] {e}", highlight=False)
         return 2
     table = Table(title=f"agent at its last evaluation, {len(runs)} seeds (held-out seeds {list(config.eval_seeds)})")
-    for col in ("seed", "avg JCT s", "p95 JCT s", "avg queue s", "usage", "best avg JCT s"):
+    fig = config.figure
+    extra = () if fig == "avg_jct_s" else (fig,)
+    for col in ("seed", "avg JCT s", "p95 JCT s", "avg queue s", "usage", *extra, f"best {figure_name(fig)}"):
         table.add_column(col, justify="right")
     for r in runs:
         m = r.final
@@ -380,9 +401,10 @@ def _seeds(args: argparse.Namespace, command: list[str], console: Console) -> in
             f"{m['p95_jct_s']:,.0f}",
             f"{m['avg_queue_s']:,.0f}",
             f"{m['utilization']:.3f}",
-            f"{r.best_jct:,.0f}" if r.best_jct != float("inf") else "-",
+            *(figure_cell(fig, m.get(fig)) for fig in extra),
+            figure_cell(fig, r.best),
         )
-    stats = multiseed.summary(runs)
+    stats = multiseed.summary(runs, fig)
 
     def cell(key: str, fmt: str) -> str:
         st = stats[key]
@@ -396,7 +418,8 @@ def _seeds(args: argparse.Namespace, command: list[str], console: Console) -> in
         cell("p95_jct_s", ",.0f"),
         cell("avg_queue_s", ",.0f"),
         cell("utilization", ".3f"),
-        cell("best_jct_s", ",.0f"),
+        *(cell(fig, ".3f") for fig in extra),
+        cell("best", ",.0f" if fig.endswith("_s") else ".3f"),
     )
     console.print(table)
     return 0

@@ -61,9 +61,8 @@ ORDERING, PLACEMENT = "ordering", "placement"
 DEFAULT_COMPONENTS = ("aryl-nogroup", "aryl-nogroup", "aryl", "aryl-nogroup")
 """The training runs' placement, scaling, reclaim and preemption heuristics by default."""
 AGENTS = (ORDERING, PLACEMENT)
-BEST_TAG = "eval/best_avg_jct_s"
-"""TensorBoard tag of the agent's best evaluation so far (the ``*_best.zip`` checkpoints')"""
 SCHED_KEYS = ("avg_jct_s", "p95_jct_s", "avg_queue_s", "utilization", "preemptions", "jobs_unfinished")
+"""the figures of every evaluation (and each run's :meth:`TrainConfig.figure` beside them)"""
 
 
 def latest(agent: str) -> str:
@@ -152,6 +151,24 @@ class TrainConfig:
     """of the slot networks: ``relu`` or ``tanh`` (ReLU: torch's CPU tanh costs far more here)"""
     threads: int = 1
     """torch threads (1: two threads thrash a busy 2-core machine)"""
+
+    @property
+    def figure(self) -> str:
+        """The figure the reward sums to (``envs.core.Reward.figure``): the best checkpoint is the
+        one that evaluates best by it."""
+        return REWARDS[self.reward].figure
+
+    def better(self, value: float, than: float | None) -> bool:
+        """Whether ``value`` of :attr:`figure` beats ``than`` (None: no value yet)."""
+        return than is None or (value < than if REWARDS[self.reward].lower_better else value > than)
+
+    def eval_keys(self) -> tuple[str, ...]:
+        """The figures each evaluation records: SCHED_KEYS and :attr:`figure`."""
+        return SCHED_KEYS if self.figure in SCHED_KEYS else (*SCHED_KEYS, self.figure)
+
+    def best_tag(self) -> str:
+        """TensorBoard tag of the agent's best evaluation so far (the ``*_best.zip`` checkpoints')."""
+        return f"eval/best_{self.figure}"
 
     def core_kwargs(self) -> dict[str, Any]:
         return dict(
@@ -411,7 +428,7 @@ class TrainState:
     phase: int = 0  # index into TrainConfig.phase_steps() of the phase to run (or being run)
     in_phase: int = 0  # env steps of that phase done (an interrupted phase resumes)
     steps: int = 0  # env steps done, both agents: trained into the checkpoints
-    best_jct: float = math.inf  # of the best evaluation so far (its agents: the *_best.zip checkpoints)
+    best: float | None = None  # config.figure at the best evaluation so far (its agents: the *_best.zip checkpoints)
     evals: list[dict[str, Any]] = field(default_factory=list)
     bc: dict[str, Any] = field(default_factory=dict)  # agent -> its cloning report, once committed
     generation: int = 0  # commits so far
@@ -454,14 +471,14 @@ files (``events.out.tfevents.<time>...``)."""
 def hparams_events(config: TrainConfig) -> bytes:
     """The contents of :data:`HPARAMS_FILE`: the config as one hparams session (the summaries of
     SB3's ``HParam``: :func:`hparams`, with the agent's ``eval/`` figures and
-    :data:`BEST_TAG` as its metrics, whose latest values TensorBoard reads from the scalars of
+    :meth:`TrainConfig.best_tag` as its metrics, whose latest values TensorBoard reads from the scalars of
     tb/ordering) and as a text table, all at step 0."""
     from tensorboard.compat.proto.event_pb2 import Event
     from tensorboard.summary.writer.record_writer import RecordWriter
     from torch.utils.tensorboard.summary import hparams as hparams_summaries
     from torch.utils.tensorboard.summary import text
 
-    metrics = {f"eval/{k}/agent": 0.0 for k in SCHED_KEYS} | {BEST_TAG: 0.0}  # the values are not read
+    metrics = {f"eval/{k}/agent": 0.0 for k in config.eval_keys()} | {config.best_tag(): 0.0}  # values not read
     rows = "\n".join(f"| {k} | {v} |" for k, v in dataclasses.asdict(config).items())
     table = text("hyperparameters", "| parameter | value |\n|---|---|\n" + rows)
     now = time.time()
@@ -473,9 +490,9 @@ def hparams_events(config: TrainConfig) -> bytes:
     return buf.getvalue()
 
 
-def _means(runs: list[dict[str, Any]]) -> dict[str, float]:
-    """The mean of each of SCHED_KEYS over runs' metrics (a missing value counts as 0)."""
-    return {k: float(np.mean([r[k] or 0.0 for r in runs])) for k in SCHED_KEYS}
+def _means(runs: list[dict[str, Any]], keys: tuple[str, ...]) -> dict[str, float]:
+    """The mean of each of ``keys`` over runs' metrics (a missing value counts as 0)."""
+    return {k: float(np.mean([r[k] or 0.0 for r in runs])) for k in keys}
 
 
 def _blob(model: MaskablePPO) -> bytes:
@@ -725,7 +742,11 @@ class Trainer:
                 gae_lambda=model.gae_lambda,
                 n_envs=model.n_envs,
             )
-        model.learn(steps, reset_num_timesteps=False, callback=CallbackList([SchedCallback(), StepCallback(self)]))
+        model.learn(
+            steps,
+            reset_num_timesteps=False,
+            callback=CallbackList([SchedCallback(self.config.eval_keys()), StepCallback(self)]),
+        )
         model.logger.dump()  # the train/ figures of this rollout, at its last step
 
     def _freeze_partner(self, agent: str) -> None:
@@ -762,12 +783,14 @@ class Trainer:
                 [
                     summarize(scenarios.simulate(scen, registry.make(name), s, borrowing=cfg.borrowing))
                     for s in c.eval_seeds
-                ]
+                ],
+                c.eval_keys(),
             )
             for name in c.baselines
         }
         for expert in c.experts:
-            out[f"{expert}-seat"] = _means([run_episode(cfg, s, expert, None, c.max_jobs) for s in c.eval_seeds])
+            runs = [run_episode(cfg, s, expert, None, c.max_jobs) for s in c.eval_seeds]
+            out[f"{expert}-seat"] = _means(runs, c.eval_keys())
         return out
 
     def evaluate(self) -> dict[str, Any]:
@@ -777,25 +800,26 @@ class Trainer:
         if not hasattr(self, "_baselines"):
             self._baselines = self.baseline_metrics()
         cfg = c.core_config()
-        agent = _means([run_episode(cfg, s, self.ordering, self.placement, c.max_jobs) for s in c.eval_seeds])
+        runs = [run_episode(cfg, s, self.ordering, self.placement, c.max_jobs) for s in c.eval_seeds]
+        agent = _means(runs, c.eval_keys())
         step = self.state.steps
         entry = {"steps": step, "agent": agent, "baselines": self._baselines}
-        # the average JCT counts finished jobs only: a checkpoint that leaves jobs unfinished is never the best
-        improved = agent["jobs_unfinished"] == 0 and agent["avg_jct_s"] < self.state.best_jct
+        # the figures count finished jobs only: a checkpoint that leaves jobs unfinished is never the best
+        improved = agent["jobs_unfinished"] == 0 and c.better(agent[c.figure], self.state.best)
         rundir.pause_point("eval")
         blobs = {best(a): _blob(self.model(a)) for a in AGENTS} if improved else {}
-        best_jct = agent["avg_jct_s"] if improved else self.state.best_jct
-        self._commit(blobs=blobs, evals=[*self.state.evals, entry], best_jct=best_jct)
+        top = agent[c.figure] if improved else self.state.best
+        self._commit(blobs=blobs, evals=[*self.state.evals, entry], best=top)
         logger = self.ordering.logger
         for k, v in agent.items():
             logger.record(f"eval/{k}/agent", v)
         for name, metrics in self._baselines.items():
             for k, v in metrics.items():
                 logger.record(f"eval/{k}/{name}", v)
-        if math.isfinite(self.state.best_jct):
-            logger.record(BEST_TAG, self.state.best_jct)
+        if self.state.best is not None:
+            logger.record(c.best_tag(), self.state.best)
         logger.dump()
-        log.info("eval at %d steps: agent avg JCT %.0f s", step, agent["avg_jct_s"])
+        log.info("eval at %d steps: agent %s %g", step, c.figure, agent[c.figure])
         self.on_eval(entry)
         return entry
 
@@ -832,13 +856,17 @@ class GlobalStepLogger(Logger):
 
 
 class SchedCallback(BaseCallback):
-    """sched/ scalars from every finished episode's metrics (averaged per rollout)."""
+    """sched/ scalars of ``keys`` from every finished episode's metrics (averaged per rollout)."""
+
+    def __init__(self, keys: tuple[str, ...]) -> None:
+        super().__init__()
+        self.keys = keys
 
     def _on_step(self) -> bool:
         for info in self.locals.get("infos", []):
             metrics = info.get("metrics")
             if metrics:
-                for k in SCHED_KEYS:
+                for k in self.keys:
                     if metrics.get(k) is not None:
                         self.logger.record_mean(f"sched/{k}", metrics[k])
         return True

@@ -54,13 +54,14 @@ def parse_seeds(text: str) -> tuple[int, ...]:
 @dataclass(frozen=True)
 class SeedRun:
     """One seed's finished run: its folder, steps trained, the agent's figures at the last
-    evaluation (``final``) and its best average JCT (inf if no evaluation finished every job)."""
+    evaluation (``final``) and its reward's figure at its best evaluation (``best``: None if no
+    evaluation finished every job)."""
 
     seed: int
     run: str
     steps: int
     final: dict[str, float]
-    best_jct: float
+    best: float | None
 
 
 def train_seed(
@@ -88,7 +89,7 @@ def train_seed(
     if watch is not None:
         trainer.on_eval = watch(config.seed)
     state = trainer.train()
-    return SeedRun(config.seed, str(run), state.steps, dict(state.evals[-1]["agent"]), state.best_jct)
+    return SeedRun(config.seed, str(run), state.steps, dict(state.evals[-1]["agent"]), state.best)
 
 
 def run_seeds(
@@ -260,10 +261,11 @@ class Relay:
         self._sent_at = time.monotonic()
 
 
-def summary(runs: Sequence[SeedRun]) -> dict[str, Stat]:
-    """Each of :data:`SUMMARY_KEYS` at the last evaluation, and ``best_jct_s``, over the seeds."""
+def summary(runs: Sequence[SeedRun], figure: str = "avg_jct_s") -> dict[str, Stat]:
+    """Each of :data:`SUMMARY_KEYS` and the reward's ``figure`` at the last evaluation, and
+    ``best`` (``figure`` at each seed's best evaluation), over the seeds."""
     from agents.evaluation import stat
 
-    out = {k: stat([r.final[k] for r in runs]) for k in SUMMARY_KEYS}
-    out["best_jct_s"] = stat([r.best_jct if r.best_jct != float("inf") else None for r in runs])
+    out = {k: stat([r.final.get(k) for r in runs]) for k in dict.fromkeys((*SUMMARY_KEYS, figure))}
+    out["best"] = stat([r.best for r in runs])
     return out

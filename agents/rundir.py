@@ -44,11 +44,12 @@ from envs.sim.fileio import atomic_write
 if TYPE_CHECKING:
     from agents.dual import TrainConfig, TrainState
 
-STATE_VERSION = 2
+STATE_VERSION = 3
+"""3: ``best`` is the reward's figure at the best evaluation (2 named it ``best_jct``: avg JCT, whatever the reward)"""
 CHECKPOINT_NAMES = tuple(f"{a}_{k}.zip" for a in ("ordering", "placement") for k in ("latest", "best"))
 UNFINISHED_FILE = re.compile(r"\..+\.tmp")  # envs.sim.fileio.atomic_open's temporary files
 UNFINISHED_CHECKPOINT = re.compile(r"\..+\.(g\d+\.zip|tmp|tmp\.zip)")  # staged; atomic_open's; older train.py's
-STATE_KEYS = ("version", "generation", "phase", "in_phase", "steps", "best_jct", "evals", "bc", "checkpoints", "staged")
+STATE_KEYS = ("version", "generation", "phase", "in_phase", "steps", "best", "evals", "bc", "checkpoints", "staged")
 
 
 class RunDirError(ValueError):
@@ -279,9 +280,10 @@ def _sha1(data: bytes) -> str:
     return hashlib.sha1(data).hexdigest()
 
 
-def _parse_state(run: Path) -> tuple[TrainState, dict[str, str]]:
-    """state.json -> (state, staged file of each checkpoint of its commit); RunDirError if it is
-    missing, corrupt or of another version."""
+def _parse_state(run: Path) -> tuple[TrainState, dict[str, str], int]:
+    """state.json -> (state, staged file of each checkpoint of its commit, its version);
+    RunDirError if it is missing, corrupt or of another version (version 2 is read as 3, its
+    ``best_jct`` as ``best``)."""
     from agents.dual import AGENTS, TrainState
 
     path = run / "state.json"
@@ -295,8 +297,11 @@ def _parse_state(run: Path) -> tuple[TrainState, dict[str, str]]:
             f"{path}: written by an older train.py that did not commit its checkpoints atomically; "
             f"its agents still evaluate (evaluate.py --policies ppo:{run}), but start a new run to train."
         )
-    if raw["version"] != STATE_VERSION:
-        raise RunDirError(f"{path}: state version {raw['version']!r}, this code reads version {STATE_VERSION}.")
+    version = raw["version"]
+    if version not in (2, STATE_VERSION):
+        raise RunDirError(f"{path}: state version {version!r}, this code reads versions 2 and {STATE_VERSION}.")
+    if version == 2 and "best_jct" in raw:
+        raw = {("best" if k == "best_jct" else k): v for k, v in raw.items()}
     if set(raw) != set(STATE_KEYS):
         missing, extra = set(STATE_KEYS) - set(raw), set(raw) - set(STATE_KEYS)
         what = "; ".join(x for x in (_keys("lacks", missing), _keys("has unknown", extra)) if x)
@@ -308,9 +313,9 @@ def _parse_state(run: Path) -> tuple[TrainState, dict[str, str]]:
     for k in ("generation", "phase", "in_phase", "steps"):
         if not isinstance(raw[k], int) or isinstance(raw[k], bool) or raw[k] < 0:
             raise bad(f"'{k}' must be a count (an integer >= 0), got {raw[k]!r}")
-    b = raw["best_jct"]
+    b = raw["best"]
     if b is not None and (not isinstance(b, int | float) or isinstance(b, bool) or not math.isfinite(b)):
-        raise bad(f"'best_jct' must be a number or null, got {b!r}")
+        raise bad(f"'best' must be a number or null, got {b!r}")
     evals = raw["evals"]
     if not isinstance(evals, list) or not all(
         isinstance(e, dict) and isinstance(e.get("steps"), int) and isinstance(e.get("agent"), dict) for e in evals
@@ -332,13 +337,13 @@ def _parse_state(run: Path) -> tuple[TrainState, dict[str, str]]:
         phase=raw["phase"],
         in_phase=raw["in_phase"],
         steps=raw["steps"],
-        best_jct=math.inf if b is None else float(b),
+        best=None if b is None else float(b),
         evals=evals,
         bc=raw["bc"],
         generation=raw["generation"],
         checkpoints=dict(sums),
     )
-    return state, dict(staged)
+    return state, dict(staged), version
 
 
 def _keys(verb: str, keys: set[str]) -> str:
@@ -370,8 +375,8 @@ def read_state(run: Path, config: TrainConfig) -> tuple[TrainState, dict[str, tu
         if trained and latest(agent) not in state.checkpoints:
             raise RunDirError(f"{path}: the {agent} agent was trained, but no checkpoint of it is named.")
     has_best = {best(a) in state.checkpoints for a in AGENTS}
-    if has_best != {math.isfinite(state.best_jct)}:
-        raise RunDirError(f"{path}: 'best_jct' and the best checkpoints it names do not go together.")
+    if has_best != {state.best is not None}:
+        raise RunDirError(f"{path}: 'best' and the best checkpoints it names do not go together.")
     blobs = {}
     for name, sha in state.checkpoints.items():
         f = _file_of(run, name, staged)
@@ -388,8 +393,13 @@ def read_progress(run: Path, config: TrainConfig) -> tuple[TrainState, dict[str,
     """The run's last commit (its state and the staged file of each checkpoint) if its progress
     adds up under ``config``'s phases; RunDirError otherwise (see :func:`read_state`, which also
     checks the checkpoints). Reads state.json only."""
-    state, staged = _parse_state(run)
+    state, staged, version = _parse_state(run)
     path = run / "state.json"
+    if version == 2 and config.figure != "avg_jct_s":
+        raise RunDirError(
+            f"{path}: written by an older train.py that kept its best checkpoint by avg JCT, not by the "
+            f"'{config.reward}' reward's {config.figure}; its agents still evaluate, but start a new run to train."
+        )
     plan = config.phase_steps()
     if state.phase > len(plan) or (state.phase == len(plan) and state.in_phase):
         raise RunDirError(
@@ -415,7 +425,7 @@ def checkpoint_files(run: Path) -> dict[str, Path]:
         raise RunDirError(f"{path}: expected a JSON object.")
     if "version" not in raw:
         return {n: run / "checkpoints" / n for n in CHECKPOINT_NAMES if (run / "checkpoints" / n).is_file()}
-    state, staged = _parse_state(run)
+    state, staged, _ = _parse_state(run)
     return {name: _file_of(run, name, staged) for name in state.checkpoints}
 
 
@@ -441,7 +451,6 @@ def commit(run: Path, state: TrainState, blobs: dict[str, bytes]) -> TrainState:
         state, generation=gen, checkpoints={**state.checkpoints, **{n: _sha1(d) for n, d in blobs.items()}}
     )
     doc = {"version": STATE_VERSION, **dataclasses.asdict(new), "staged": staged}
-    doc["best_jct"] = None if math.isinf(new.best_jct) else new.best_jct
     atomic_write(run / "state.json", json.dumps(doc, indent=2) + "\n")
     _fsync_dir(run)
     pause_point("save:committed")
@@ -456,7 +465,7 @@ def settle(run: Path) -> None:
     """Finish the last commit of a folder :func:`read_state` accepted (rename its staged
     checkpoints) and delete what an unfinished commit or write left (hidden temporary files, in
     tb/'s folders too: TensorBoard would read an unfinished hparams file's)."""
-    _, staged = _parse_state(run)
+    _, staged, _ = _parse_state(run)
     ck = run / "checkpoints"
     for name, tmp_name in staged.items():
         if (ck / tmp_name).is_file():

@@ -33,27 +33,42 @@ from heuristics import registry
 @dataclass(frozen=True)
 class Reward:
     """A reward by name: between two decisions, ``-(change of read(integrals)) / unit``, also per
-    job of the episode where ``per_job``, so that an episode's return sums to the named figure."""
+    job of the episode where ``per_job``, so that an episode's return sums to the named figure.
+    ``figure`` is that figure's metric (``envs.sim.metrics.METRICS``), better when lower where
+    ``lower_better``: training keeps the checkpoint that evaluates best by it."""
 
     doc: str
     read: Callable[[Integrals], float]
+    figure: str
     unit: float = 1.0
     per_job: bool = True
+    lower_better: bool = True
 
 
 REWARDS: dict[str, Reward] = {
     "jct": Reward(
-        "-(jobs in the system x elapsed hours) / jobs: sums to -(mean JCT in hours)", lambda i: i.job_seconds, 3600.0
+        "-(jobs in the system x elapsed hours) / jobs: sums to -(mean JCT in hours)",
+        lambda i: i.job_seconds,
+        "avg_jct_s",
+        3600.0,
     ),
     "slowdown": Reward(
         "-(sum of 1 / duration over the jobs in the system x time) / jobs: sums to -(mean slowdown)",
         lambda i: i.slowdown,
+        "avg_slowdown",
     ),
     "fee": Reward(
-        "-(dollars per hour held x elapsed hours) / jobs: sums to -(dollars per job)", lambda i: i.fee_hours, 3600.0
+        "-(dollars per hour held x elapsed hours) / jobs: sums to -(dollars per job)",
+        lambda i: i.fee_hours,
+        "fee",
+        3600.0,
     ),
     "deadline": Reward(
-        "-1 per job that finishes after its deadline", lambda i: float(i.deadline_misses), per_job=False
+        "-1 per job that finishes after its deadline",
+        lambda i: float(i.deadline_misses),
+        "deadline_hit_ratio",
+        per_job=False,
+        lower_better=False,
     ),
 }
 """The rewards by name; a new reward is one entry over the engine's integrals (``ClusterView.integrals``)."""

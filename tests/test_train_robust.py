@@ -302,13 +302,13 @@ def test_resume_refuses_flags_that_contradict_the_run_and_changes_nothing(args, 
 # ---------------------------------------------------------------------------------------------- a whole run
 def test_a_run_trains_exactly_its_steps_and_commits_them(complete):
     s = assert_consistent(complete)
-    assert (s["version"], s["phase"], s["in_phase"], s["steps"]) == (2, 2, 0, 384)
+    assert (s["version"], s["phase"], s["in_phase"], s["steps"]) == (3, 2, 0, 384)
     assert [e["steps"] for e in s["evals"]] == EVALS
     assert set(s["bc"]) == {"ordering", "placement"}
     ck = complete / "checkpoints"
     assert trained_steps(ck / "ordering_latest.zip") == 308 and trained_steps(ck / "placement_latest.zip") == 76
     finished = [e["agent"]["avg_jct_s"] for e in s["evals"] if e["agent"]["jobs_unfinished"] == 0]
-    assert s["best_jct"] == min(finished)
+    assert s["best"] == min(finished)
     assert sorted(p.name for p in ck.iterdir()) == sorted(rundir.CHECKPOINT_NAMES) and hidden(complete) == []
     assert not list(complete.glob(".*"))
 
@@ -380,11 +380,11 @@ CORRUPT = {
             checkpoints={k: v for k, v in state(r)["checkpoints"].items() if "best" not in k},
             staged={k: v for k, v in state(r)["staged"].items() if "best" not in k},
         )(r),
-        "'best_jct' and the best checkpoints it names do not go together.",
+        "'best' and the best checkpoints it names do not go together.",
     ),
     "state.json with a cloned agent but no checkpoint": (
         lambda r: _edit_state(
-            checkpoints={}, best_jct=None, phase=0, steps=0, evals=[], bc={"ordering": {}}, staged={}
+            checkpoints={}, best=None, phase=0, steps=0, evals=[], bc={"ordering": {}}, staged={}
         )(r),
         "the ordering agent was trained, but no checkpoint of it is named.",
     ),
@@ -502,7 +502,7 @@ def test_signals_and_kills_anywhere_leave_a_run_that_resumes_to_the_same_trainin
     ck = run / "checkpoints"
     assert trained_steps(ck / "ordering_latest.zip") == 308 and trained_steps(ck / "placement_latest.zip") == 76
     finished = [e["agent"]["avg_jct_s"] for e in s["evals"] if e["agent"]["jobs_unfinished"] == 0]
-    assert s["best_jct"] == min(finished) and hidden(run) == []
+    assert s["best"] == min(finished) and hidden(run) == []
     command = (run / "command.txt").read_text().splitlines()
     assert len(command) == 7 and command[1:] == [f"train.py --resume {run}"] * 6
     check_hparams(run, 384)  # one session after six resumes, with the figures of the last evaluation

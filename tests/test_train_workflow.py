@@ -144,8 +144,8 @@ def check_hparams(run: Path, total_steps: int) -> dict[str, object]:
         last = s["evals"][-1]["agent"]
         for k in ("avg_jct_s", "p95_jct_s", "utilization"):
             assert metrics[f"eval/{k}/agent"] == pytest.approx(last[k]), k
-    if s["best_jct"] is not None:
-        assert metrics["eval/best_avg_jct_s"] == pytest.approx(s["best_jct"])
+    if s["best"] is not None:
+        assert metrics["eval/best_avg_jct_s"] == pytest.approx(s["best"])
     return hp
 
 
@@ -168,7 +168,7 @@ def test_tensorboard_holds_the_hyperparameters_for_the_hparams_tab(finished):
     tags = scalars(run / "tb" / "ordering")
     last = state(run)["evals"][-1]["agent"]
     assert tags["eval/avg_jct_s/agent"][-1] == (384, pytest.approx(last["avg_jct_s"]))
-    assert tags["eval/best_avg_jct_s"][-1] == (384, pytest.approx(state(run)["best_jct"]))
+    assert tags["eval/best_avg_jct_s"][-1] == (384, pytest.approx(state(run)["best"]))
     assert "| total_steps | 384 |" in ea.Tensors("hyperparameters/text_summary")[0].tensor_proto.string_val[0].decode()
     assert len(ea.Tensors("hyperparameters/text_summary")) == 1
 
@@ -251,7 +251,7 @@ def comparable(run: Path) -> dict[str, object]:
         "layout": (run / "layout.json").read_text(),
         "command": (run / "command.txt").read_text(),
         # as JSON text: a NaN (a cloning's accuracy with no held-out step) equals itself
-        "state": json.dumps({k: s[k] for k in ("phase", "in_phase", "steps", "best_jct", "evals", "bc", "generation")}),
+        "state": json.dumps({k: s[k] for k in ("phase", "in_phase", "steps", "best", "evals", "bc", "generation")}),
         "checkpoints": sorted(s["checkpoints"]),
         "hparams": hparams_sessions(run.parent)[f"{run.name}/tb/ordering"],
         "tb": json.dumps(
