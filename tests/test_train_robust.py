@@ -383,9 +383,7 @@ CORRUPT = {
         "'best' and the best checkpoints it names do not go together.",
     ),
     "state.json with a cloned agent but no checkpoint": (
-        lambda r: _edit_state(
-            checkpoints={}, best=None, phase=0, steps=0, evals=[], bc={"ordering": {}}, staged={}
-        )(r),
+        lambda r: _edit_state(checkpoints={}, best=None, phase=0, steps=0, evals=[], bc={"ordering": {}}, staged={})(r),
         "the ordering agent was trained, but no checkpoint of it is named.",
     ),
     "config.yaml with a bad value": (
