@@ -195,8 +195,15 @@ def figure_cell(figure: str, value: float | None) -> str:
 
 
 def figure_name(figure: str) -> str:
-    """Metric ``figure``'s name in train.py's lines and headings."""
+    """Metric ``figure``'s name in train.py's table headings."""
     return "avg JCT s" if figure == "avg_jct_s" else figure
+
+
+def figure_said(figure: str, value: float | None) -> str:
+    """``value`` of metric ``figure`` as train.py's lines say it: "avg JCT 9,407 s", "deadline_hit_ratio 0.932"."""
+    if figure == "avg_jct_s":
+        return f"avg JCT {figure_cell(figure, value)} s"
+    return f"{figure} {figure_cell(figure, value)}"
 
 
 def progress_line(
@@ -211,7 +218,7 @@ def progress_line(
         rate = (steps - start) / max(time.monotonic() - t0, 1e-9)
         speed = f", {rate:.0f} steps/s" if steps > start else ""
         unfinished = f", {agent['jobs_unfinished']:.0f} jobs unfinished" if agent["jobs_unfinished"] else ""
-        other = f", {figure} {figure_cell(figure, agent[figure])}" if figure != "avg_jct_s" else ""
+        other = f", {figure_said(figure, agent[figure])}" if figure != "avg_jct_s" else ""
         console.print(
             f"{prefix}{steps:,}/{planned:,} steps{speed}; eval: agent avg JCT {agent['avg_jct_s']:,.0f} s"
             f"{other}{unfinished}",
@@ -333,7 +340,7 @@ def _main(args: argparse.Namespace, argv: list[str] | None, console: Console, wh
         )
     console.print(table)
     console.print(
-        f"{trainer.state.steps} steps trained; best agent {figure_name(fig)} {figure_cell(fig, trainer.state.best)}; "
+        f"{trainer.state.steps} steps trained; best agent {figure_said(fig, trainer.state.best)}; "
         f"checkpoints in {run / 'checkpoints'}"
     )
     return 0
