@@ -187,11 +187,14 @@ def signals_held() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
 
 
+def figure_format(figure: str) -> str:
+    """How train.py formats metric ``figure``: seconds whole, the rest to three decimals."""
+    return ",.0f" if figure.endswith("_s") else ".3f"
+
+
 def figure_cell(figure: str, value: float | None) -> str:
     """``value`` of metric ``figure`` as train.py prints it ("-": none)."""
-    if value is None:
-        return "-"
-    return f"{value:,.0f}" if figure.endswith("_s") else f"{value:.3f}"
+    return "-" if value is None else format(value, figure_format(figure))
 
 
 def figure_name(figure: str) -> str:
@@ -425,8 +428,8 @@ def _seeds(args: argparse.Namespace, command: list[str], console: Console) -> in
         cell("p95_jct_s", ",.0f"),
         cell("avg_queue_s", ",.0f"),
         cell("utilization", ".3f"),
-        *(cell(fig, ".3f") for fig in extra),
-        cell("best", ",.0f" if fig.endswith("_s") else ".3f"),
+        *(cell(fig, figure_format(fig)) for fig in extra),
+        cell("best", figure_format(fig)),
     )
     console.print(table)
     return 0
