@@ -456,9 +456,9 @@ def _why_afs(x: Measured) -> str:
         f"{x.m('afs:afs', 'utilization_training'):.3f} and {x.m('afs:aryl', 'utilization_training'):.3f}; the "
         f"Baseline's queue {x.m('afs:fifo', 'avg_queue_s'):,.0f} s at usage "
         f"{x.m('afs:fifo', 'utilization_training'):.3f}): "
-        "both start elastic jobs at their base and so drain the heavy workload's queue alike, and our AFS grows a job "
-        "only up to its max_gpus (twice its request), where the paper's AFS assumes unbounded elasticity, so its "
-        "greedy cannot favour the best-scaling jobs at the others' cost as the paper describes."
+        "both start elastic jobs at their base and so drain the heavy workload's queue alike; our AFS plans past "
+        "max_gpus (the paper's unbounded elasticity) and leaves the GPUs planned beyond it idle, but phase 1 takes "
+        "them back at the next start, so little capacity is lost."
     )
 
 

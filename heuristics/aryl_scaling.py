@@ -60,7 +60,8 @@ GPUs.
 
 :class:`AfsScaling` replaces the knapsack by AFS's greedy (Hwang et al., NSDI'21, as Aryl compares
 to it): one GPU at a time to the job whose throughput grows most per GPU (in single-GPU units of
-its own speed), while any does, with unbounded elasticity within min..max and no restart cost.
+its own speed), while any does, with no restart cost, planning past each job's max_gpus (unbounded
+elasticity, as AFS's model believes) while the job gets at most its max (the rest stays idle).
 """
 
 from __future__ import annotations
@@ -708,29 +709,43 @@ class ArylScaling:
 class AfsScaling(ArylScaling):
     """AFS: greedy, one GPU at a time to the highest marginal throughput per GPU (see the module
     docstring). Throughput of a job on w workers, in units of one GPU of its own:
-    ``view.rate(w) / view.rate(1 worker, 1 server)`` on its type."""
+    ``view.rate(w) / view.rate(1 worker, 1 server)`` on its type.
+
+    Unbounded elasticity (Aryl section 7.4: "AFS assumes unbounded elasticity and shows a higher
+    resource usage"; Aryl "considering limited elasticity" is what it gains by): AFS's model
+    believes a job scales past ``max_gpus``, so its greedy plans past it, limited only by the
+    job's room; the job gets ``min(plan, max)`` and the GPUs planned beyond are held by the plan,
+    left unallocated to the other jobs' flexible demand (phase 1 may still take them)."""
 
     def allocate(self, view: ClusterView, group: list[_Cand], cap: int, fm: FreeMap) -> None:
         gpu_type = group[0].gpu_type
         size = fm.index.type_size[gpu_type]
         heap: list[tuple[float, int, int]] = []
-        thr: dict[int, list[float]] = {}
+        ones: dict[int, float] = {}
+        plans: dict[int, int] = {}
+        tops: dict[int, int] = {}
+
+        def thr(i: int, x: int) -> float:
+            c = group[i]
+            return _div(view.rate(c.job, c.base + x, self._servers(c, x, size), gpu_type), ones[i])
+
         for i, (c, room) in enumerate(zip(group, self._rooms(group, fm), strict=True)):
             c.new = 0
-            top = min(c.top, room)
-            if top <= 0:
+            if c.top <= 0 or room <= 0:
                 continue
-            one = view.rate(c.job, 1, 1, gpu_type)
-            r = self.rates(view, c, size)[: top + 1]
-            thr[i] = th = [x / one for x in r] if one else [_div(x, one) for x in r]
-            heapq.heappush(heap, (-(th[1] - th[0]), c.job, i))
+            ones[i] = view.rate(c.job, 1, 1, gpu_type)
+            tops[i] = min(room, cap)
+            plans[i] = 0
+            heapq.heappush(heap, (-(thr(i, 1) - thr(i, 0)), c.job, i))
         left = cap
         while heap and left > 0:
             gain, _, i = heapq.heappop(heap)
             if -gain <= 0.0:
                 break
-            c = group[i]
-            c.new += 1
+            plans[i] += 1
             left -= 1
-            if c.new + 1 < len(thr[i]):
-                heapq.heappush(heap, (-(thr[i][c.new + 1] - thr[i][c.new]), c.job, i))
+            x = plans[i]
+            if x < tops[i]:
+                heapq.heappush(heap, (-(thr(i, x + 1) - thr(i, x)), group[i].job, i))
+        for i, x in plans.items():
+            group[i].new = min(x, group[i].top)
