@@ -529,14 +529,19 @@ class ArylScaling:
         return max(nb, -(-(c.base + x) // size))
 
     def rates(self, view: ClusterView, c: _Cand, size: int) -> list[float]:
-        """``view.rate`` on base + x workers, x = 0..top (cached: it depends on the job's base
-        layout only)."""
+        """``view.rate`` on base + x workers, x = 0..top."""
+        return self._cached(view, c, size, c.top)[: c.top + 1]
+
+    def _cached(self, view: ClusterView, c: _Cand, size: int, top: int) -> list[float]:
+        """The cached ``view.rate`` on base + x workers, x = 0..top at least (it depends on the
+        job's base layout only)."""
         key = (c.job, c.gpu_type, len(c.base_servers))
         r = self._rates.get(key)
-        if r is None or len(r) < c.top + 1:
-            r = [view.rate(c.job, c.base + x, self._servers(c, x, size), c.gpu_type) for x in range(c.top + 1)]
-            self._rates[key] = r
-        return r[: c.top + 1]
+        if r is None:
+            r = self._rates[key] = []
+        for x in range(len(r), top + 1):
+            r.append(view.rate(c.job, c.base + x, self._servers(c, x, size), c.gpu_type))
+        return r
 
     def allocate(self, view: ClusterView, group: list[_Cand], cap: int, fm: FreeMap) -> None:
         """Set ``new`` (extra GPUs) of every job of one GPU type: the knapsack, on the module
@@ -720,32 +725,43 @@ class AfsScaling(ArylScaling):
     def allocate(self, view: ClusterView, group: list[_Cand], cap: int, fm: FreeMap) -> None:
         gpu_type = group[0].gpu_type
         size = fm.index.type_size[gpu_type]
-        heap: list[tuple[float, int, int]] = []
+        heap: list[tuple[float, int, int]] = []  # (-marginal gain, job, i): the next GPU of each job
         ones: dict[int, float] = {}
+        rates: dict[int, list[float]] = {}  # the cache's list, extended as plans grow
         plans: dict[int, int] = {}
         tops: dict[int, int] = {}
 
         def thr(i: int, x: int) -> float:
-            c = group[i]
-            return _div(view.rate(c.job, c.base + x, self._servers(c, x, size), gpu_type), ones[i])
+            r = rates[i]
+            if len(r) <= x:
+                self._cached(view, group[i], size, x)
+            return _div(r[x], ones[i])
 
         for i, (c, room) in enumerate(zip(group, self._rooms(group, fm), strict=True)):
             c.new = 0
             if c.top <= 0 or room <= 0:
                 continue
             ones[i] = view.rate(c.job, 1, 1, gpu_type)
+            rates[i] = self._cached(view, c, size, 1)
             tops[i] = min(room, cap)
             plans[i] = 0
-            heapq.heappush(heap, (-(thr(i, 1) - thr(i, 0)), c.job, i))
+            heap.append((-(thr(i, 1) - thr(i, 0)), c.job, i))
+        if not heap:
+            return
+        heapq.heapify(heap)
+        best = heapq.heappop(heap)
         left = cap
-        while heap and left > 0:
-            gain, _, i = heapq.heappop(heap)
+        while left > 0:
+            gain, job, i = best
             if -gain <= 0.0:
                 break
-            plans[i] += 1
+            plans[i] = x = plans[i] + 1
             left -= 1
-            x = plans[i]
-            if x < tops[i]:
-                heapq.heappush(heap, (-(thr(i, x + 1) - thr(i, x)), group[i].job, i))
+            if x < tops[i]:  # this job's next GPU, unless another job's comes first
+                best = heapq.heappushpop(heap, (-(thr(i, x + 1) - thr(i, x)), job, i))
+            elif heap:
+                best = heapq.heappop(heap)
+            else:
+                break
         for i, x in plans.items():
             group[i].new = min(x, group[i].top)

@@ -269,6 +269,19 @@ def test_afs_gives_gpus_by_marginal_throughput_ties_to_the_lower_id():
     assert events(r, "scale")[0] == (0.0, "scale", 0, "s0x2 +s1x4")
 
 
+def test_afs_plans_past_max_gpus_and_holds_what_the_job_cannot_use():
+    # AFS believes in unbounded elasticity: with linear scaling and ties to the lower id its plan
+    # gives A all 8 free GPUs, A gets only its max (+2), and B, whose equal gains come second,
+    # gets nothing; the other 6 GPUs stay free
+    jobs = [job(0, 0, 600, 2, lo=2, hi=4), job(1, 0, 300, 2, lo=2, hi=4)]
+    servers = [*two_servers_of_4(), ServerSpec(2, V100, 4, Pool.TRAINING)]
+    r = run(servers, jobs, make("afs"))
+    assert [e for e in events(r, "scale") if e[0] == 0.0] == [(0.0, "scale", 0, "s0x2 +s1x2")]
+    # bounded by max_gpus (Aryl's knapsack), both jobs grow
+    r = run(servers, jobs, make("aryl", {"churn_factor": "0"}))
+    assert {e[2] for e in events(r, "scale") if e[0] == 0.0} == {0, 1}
+
+
 def test_phase1_takes_flexible_gpus_back_for_a_pending_job():
     # A (elastic 2..6) runs with 4 flexible GPUs on server 1 when C (4 GPUs, inelastic)
     # arrives: C fits only where A's flexible workers are, so A scales in and C starts there.
