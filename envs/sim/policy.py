@@ -413,6 +413,16 @@ class ClusterView:
             out.append(max(0.0, j.work - done) if clairvoyant else self._total(j, done) - done)
         return out
 
+    def projection(self, job: int) -> tuple[float, float, float, float] | None:
+        """At the clairvoyant level, (work, done, since, rate) of running ``job``: while its stamp
+        stays the same (:meth:`running_stamps`), its :meth:`remaining_work` at time ``t`` is
+        ``max(0, work - d)`` with ``d = min(work, done + rate x (t - since))`` if ``t > since``,
+        else ``d = done`` (the same numbers). None at the other levels or if it is not running."""
+        j = self._e._jobs[job]
+        if self._level != "clairvoyant" or j.status != _RUNNING:
+            return None
+        return j.work, j.work_done, max(j.last_settle, j.progress_from), j.rate
+
     def restarting_until(self, job: int) -> float:
         """``state(job).restarting_until``: no progress before this time (nan unless running)."""
         j = self._e._jobs[job]
