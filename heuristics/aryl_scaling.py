@@ -570,7 +570,8 @@ class ArylScaling:
 
     # ------------------------------------------------------------------ the plan
     def scale(self, view: ClusterView) -> Iterator[Action]:
-        fm = FreeMap.now(self.placement.index(view), view)
+        now = FreeMap.now(self.placement.index(view), view)
+        fm = now.copy()
         cands: dict[str, list[_Cand]] = {}
         every = movable(view, False, self._memo)
         for c in every:
@@ -586,7 +587,7 @@ class ArylScaling:
             if t in blocked:
                 cap = min(cap, sum(c.cur for c in group))
             self.allocate(view, group, cap, fm)
-        yield from self._emit(view, self._place(view, cands, fm))
+        yield from self._emit(view, self._place(view, cands, now))
 
     # ------------------------------------------------------------------ phase 2 proper
     def _servers(self, c: _Cand, x: int, size: int) -> int:
@@ -710,16 +711,15 @@ class ArylScaling:
 
     # ------------------------------------------------------------------ placement and actions
     def _place(self, view: ClusterView, cands: dict[str, list[_Cand]], fm: FreeMap) -> list[tuple[_Cand, Alloc]]:
-        """New flexible placements (where they changed): keep first, then best fit.
+        """New flexible placements (where they changed): keep first, then best fit. ``fm``: the
+        GPUs free now (this edits it).
 
         Keeping never runs short: each job's own flexible GPUs are on the virtual map and the
         other jobs keep only theirs, so the map is only updated (and read) if some job wants
-        more than it keeps."""
-        same: list[_Cand] = []  # the jobs that keep exactly what they have
-        moving: list[_Cand] = []
-        for g in cands.values():
-            for c in g:
-                (same if c.new == c.cur and c.flex_ok is c.flex else moving).append(c)
+        more than it keeps: then it is the GPUs free now plus the flexible ones of the jobs
+        whose placement may change, less what they keep."""
+        # the jobs whose placement may change (the others keep exactly what they have)
+        moving = [c for g in cands.values() for c in g if c.new != c.cur or c.flex_ok is not c.flex]
         moving.sort(key=_JOB)
         kept: list[tuple[_Cand, dict[int, int], int]] = []
         wants = False
@@ -739,7 +739,7 @@ class ArylScaling:
                 kept.append((c, part, left))
         if not wants:
             return [(c, tuple(sorted(got.items()))) for c, got, _ in kept if _changed(c, got)]
-        fm.take([a for c in same for a in c.flex_ok])  # (the order of the takes does not matter)
+        fm.give([a for c in moving for a in c.flex_ok])  # (integers: the order does not matter)
         fm.take([a for _, got, _ in kept for a in got.items()])
         kept.sort(key=lambda k: (-k[2], k[0].job))  # best fit decreasing
         free = fm.free
