@@ -327,10 +327,10 @@ class Encoder:
         if len(jobs) > len(fits):
             rows[len(fits) :, _FITS] = 1.0
         # shortest-remaining-first: the base GPUs of the visible jobs ahead of each would go first
-        order = np.argsort(inputs[_LB], kind="stable")
+        order = inputs[_LB].argsort(kind="stable")
         base = inputs[_MG][order]
         ahead = np.empty(len(jobs))
-        ahead[order] = np.cumsum(base) - base
+        ahead[order] = base.cumsum() - base
         p = pools if pools is not None else view.pools()
         rows[:, _AHEAD] = np.minimum(1.0, ahead / max(1, p.training_gpus + p.loaned_gpus))
         rows[:, _PREDICTED] = self._sync_predicted(idx)

@@ -120,7 +120,7 @@ class ArylOrdering:
                 spec = view.job(job)
                 key = (self.priority(view, job), spec.submit_time, job)
                 self._ranked.add(job, key, (spec.min_gpus, spec.gpu_types))
-                item = (view.state(job).queued_since, job)
+                item = (view.queued_since(job), job)
                 self._entered[job] = item[0]
                 items = self._by_entry
                 i = bisect.bisect_left(items, item, lo=self._head)

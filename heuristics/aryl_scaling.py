@@ -51,9 +51,11 @@ the base's servers otherwise.
 Implementation (speed only, the decisions are the ones above): a job's sizes and layout are kept
 between calls while its allocation stays the same tuples, and its verdict while its stamp does
 (the engine tells which stamps changed: ``ClusterView.watch_stamps``); one GPU type's per-job
-inputs are kept while its candidates stay the same; the values (restart costs included) and the
-knapsack are one compiled call (:func:`_phase2`), with the same floating-point operations as
-the formula above; placement touches the virtual map only if some job wants
+inputs are kept while its candidates stay the same, and rewritten for the ones that changed
+while the jobs stay the same; the remaining works (from each job's ``ClusterView.projection``,
+read when its stamp changes), the values (restart costs included) and the knapsack are one
+compiled call (:func:`_phase2`), with the same floating-point operations as ``remaining_work``
+and the formula above; placement touches the virtual map only if some job wants
 more than it keeps; the room component first replays its plan on the free totals (a placement
 succeeds exactly when they hold the demand) and builds its maps only if a job may need flexible
 GPUs.
@@ -83,6 +85,7 @@ from heuristics.knapsack import compiled_calling, mckp_kernel, refuse, workspace
 _mckp = mckp_kernel  # (replaced by its numba function when _phase2 is compiled)
 
 _RUNNING = JobStatus.RUNNING  # (a module constant: an enum member lookup costs more than the test)
+_STALE = (math.nan,) * 4  # a projection row to rewrite (compared by identity)
 
 
 @dataclass(slots=True)
@@ -100,6 +103,7 @@ class _Cand:
     top: int  # the most extra GPUs it may get
     new: int = 0  # extra GPUs chosen by phase 2
     until: float = math.nan  # its restarting_until (set by movable: it changes with the job's stamp)
+    prog: tuple[float, float, float, float] | None = None  # its view.projection (set with until)
     rates: np.ndarray | None = None  # ArylScaling.rates of the job, x = 0..top (a cache, set at first use)
 
 
@@ -171,6 +175,7 @@ def movable(view: ClusterView, with_flex: bool = False, memo: Movables | None = 
         c = _verdict(view, job, lay, with_flex, bad) if lay.elastic else None
         if c is not None:
             c.until = view.restarting_until(job)
+            c.prog = view.projection(job)
         verdicts[job] = c
     memo.changed.clear()
     if len(verdicts) > 4 * len(running) + 64:  # forget the jobs that left
@@ -242,7 +247,11 @@ def _div(a: float, b: float) -> float:
 
 @compiled_calling("_mckp")
 def _phase2(
-    rems: np.ndarray,
+    works: np.ndarray,
+    dones: np.ndarray,
+    sinces: np.ndarray,
+    speeds: np.ndarray,
+    project: bool,
     rates: np.ndarray,
     starts: np.ndarray,
     tops: np.ndarray,
@@ -259,8 +268,10 @@ def _phase2(
 ) -> int:
     """Phase 2's option values, job after job, into ``values`` (the knapsack's dense vectors),
     then the knapsack on them (:data:`~heuristics.knapsack.mckp_kernel`: its return code, the
-    chosen extra GPUs per job in ``out``, -1 or 0 for none). Job k (remaining work ``rems[k]``;
-    its rates on base + 0, 1, ... workers from ``rates[starts[k]]`` on) has the values of x =
+    chosen extra GPUs per job in ``out``, -1 or 0 for none). Job k (remaining work ``rem``: if
+    ``project``, from its ``view.projection`` ``(works[k], dones[k], sinces[k], speeds[k])`` at
+    ``now``, with the operations of ``view.remaining_work``; else ``works[k]`` itself; its rates
+    on base + 0, 1, ... workers from ``rates[starts[k]]`` on) has the values of x =
     1..``tops[k]`` extra GPUs (none if ``tops[k] <= 0``), ``((T(0) - T(x)) - pen(x)) - ((T(0) -
     T(0)) - pen(0))`` with ``T(x) = rem / rate(x)`` (IEEE: a zero rate gives inf or nan, which the
     knapsack refuses) and the restart cost ``pen(x) = max(0, restart_base + restart_per_gpu x
@@ -274,7 +285,15 @@ def _phase2(
         top = tops[k]
         if top > 0:
             i = starts[k]
-            rem, base, cur, gone = rems[k], bases[k], curs[k], doomed[k]
+            rem = works[k]
+            if project:
+                d = dones[k]
+                if now > sinces[k]:
+                    x = d + speeds[k] * (now - sinces[k])
+                    d = x if x < rem else rem  # min(work, x)
+                rem = rem - d
+                rem = rem if rem > 0.0 else 0.0  # max(0.0, rem)
+            base, cur, gone = bases[k], curs[k], doomed[k]
             left = until[k] - now
             if not left > 0.0:
                 left = 0.0
@@ -465,8 +484,11 @@ class _Fitter:
 class _Group:
     """The inputs of :func:`_phase2` that stay the same while one GPU type's candidates do:
     per job (in the group's order) its id, rates (``_Cand.rates``, one after the other), where
-    they begin, base and current extra GPUs, and whether it is doomed (not ``until``: a job's
-    restart may end at another time with the same allocation, hence the same candidate)."""
+    they begin, base and current extra GPUs, and whether it is doomed. Also, where the view
+    gives projections (``project``), each job's projection and ``until``, as of the ``progs``
+    tuples they come from: a job's candidate stays the same while its stamp changes (its restart
+    may end at another time, its rate change, with the same allocation), so these rows are
+    brought up to date at every use, where the candidate's ``prog`` is another tuple."""
 
     key: tuple[_Cand, ...]
     jobs: list[int]
@@ -475,6 +497,52 @@ class _Group:
     bases: np.ndarray
     curs: np.ndarray
     doomed: np.ndarray
+    project: bool
+    progs: list[tuple[float, float, float, float] | None]
+    works: np.ndarray
+    dones: np.ndarray
+    sinces: np.ndarray
+    speeds: np.ndarray
+    until: np.ndarray
+    segs: list[np.ndarray | None]  # the candidates' rates in ``rates`` (None: zeros, no rates yet)
+
+    def patch(self, key: tuple[_Cand, ...]) -> bool:
+        """Make this the group of the candidates ``key`` in place, if they are the same jobs in
+        the same order with the same number of options each (those that changed are new
+        candidates after an allocation change, or got their rates since): only their entries
+        are rewritten. False (nothing changed) otherwise."""
+        old, segs = self.key, self.segs
+        if len(key) != len(old):
+            return False
+        todo = [i for i, c in enumerate(key) if c is not old[i] or c.rates is not segs[i]]
+        starts, rates = self.starts, self.rates
+        ends = [int(starts[i + 1]) if i + 1 < len(key) else len(rates) for i in todo]
+        for i, end in zip(todo, ends, strict=True):
+            c = key[i]
+            if c.job != old[i].job or (max(0, c.top + 1) if c.rates is None else len(c.rates)) != end - starts[i]:
+                return False
+        for i, end in zip(todo, ends, strict=True):
+            c = key[i]
+            rates[starts[i] : end] = 0.0 if c.rates is None else c.rates
+            segs[i] = c.rates
+            self.bases[i], self.curs[i], self.doomed[i] = c.base, c.cur, c.doomed
+            self.progs[i] = _STALE  # (the next sync rewrites its projection row)
+        self.key = key
+        return True
+
+    def sync(self, group: list[_Cand]) -> bool:
+        """Bring the projection rows up to date with ``group`` (this group's candidates); False
+        if some candidate has no projection (then the rows are not to be used)."""
+        progs = self.progs
+        for i, c in enumerate(group):
+            p = c.prog
+            if p is not progs[i]:
+                if p is None:
+                    return False
+                progs[i] = p
+                self.works[i], self.dones[i], self.sinces[i], self.speeds[i] = p
+                self.until[i] = c.until
+        return True
 
 
 @dataclass
@@ -503,7 +571,8 @@ class ArylScaling:
 
     # ------------------------------------------------------------------ the plan
     def scale(self, view: ClusterView) -> Iterator[Action]:
-        fm = FreeMap.now(self.placement.index(view), view)
+        now = FreeMap.now(self.placement.index(view), view)
+        fm = now.copy()
         cands: dict[str, list[_Cand]] = {}
         every = movable(view, False, self._memo)
         for c in every:
@@ -519,7 +588,7 @@ class ArylScaling:
             if t in blocked:
                 cap = min(cap, sum(c.cur for c in group))
             self.allocate(view, group, cap, fm)
-        yield from self._emit(view, self._place(view, cands, fm))
+        yield from self._emit(view, self._place(view, cands, now))
 
     # ------------------------------------------------------------------ phase 2 proper
     def _servers(self, c: _Cand, x: int, size: int) -> int:
@@ -576,14 +645,20 @@ class ArylScaling:
             for c in group:
                 c.new = 0
             return
-        arrays = self._arrays(group, fresh)
+        a = self._arrays(group, fresh)
         sizes = np.array(tops, dtype=np.int64)
         values = np.empty(sum(t for t in tops if t > 0))
         out = np.empty(len(tops), dtype=np.int64)
-        a = arrays
+        if a.project and a.sync(group):  # the remaining works computed in the kernel
+            progress = (a.works, a.dones, a.sinces, a.speeds, True)
+            until = a.until
+        else:
+            rems = np.array(view.remaining_works(a.jobs))
+            progress = (rems, rems, rems, rems, False)
+            until = np.array([c.until for c in group])
         code = _phase2(
-            np.array(view.remaining_works(a.jobs)),
-            *(a.rates, a.starts, sizes, a.bases, a.curs, np.array([c.until for c in group]), a.doomed),
+            *progress,
+            *(a.rates, a.starts, sizes, a.bases, a.curs, until, a.doomed),
             *(view.now, self._churn, cap),
             *(workspace(len(tops), cap), values, out),
         )
@@ -597,10 +672,17 @@ class ArylScaling:
         without rates yet (never offered an option) gets zeros in their place: it has no values."""
         key = tuple(group)
         held = self._groups.get(group[0].gpu_type)
-        if held is not None and held.key == key and not fresh:
-            return held
+        if held is not None:
+            if held.key == key and not fresh:
+                return held
+            if held.patch(key):
+                return held
         segs = [np.zeros(max(0, c.top + 1)) if c.rates is None else c.rates for c in group]
         lengths = np.array([len(r) for r in segs], dtype=np.int64)
+        progs = [c.prog for c in group]
+        project = all(p is not None for p in progs)
+        cols = np.array([p for p in progs if p is not None] if project else [], dtype=float).reshape(-1, 4).T
+        works, dones, sinces, speeds = (np.ascontiguousarray(col) for col in cols)
         g = _Group(
             key,
             [c.job for c in group],
@@ -609,6 +691,11 @@ class ArylScaling:
             np.array([c.base for c in group], dtype=np.int64),
             np.array([c.cur for c in group], dtype=np.int64),
             np.array([c.doomed for c in group], dtype=bool),
+            project,
+            progs,
+            *(works, dones, sinces, speeds),
+            np.array([c.until for c in group]),
+            [c.rates for c in group],
         )
         self._groups[group[0].gpu_type] = g
         return g
@@ -630,16 +717,15 @@ class ArylScaling:
 
     # ------------------------------------------------------------------ placement and actions
     def _place(self, view: ClusterView, cands: dict[str, list[_Cand]], fm: FreeMap) -> list[tuple[_Cand, Alloc]]:
-        """New flexible placements (where they changed): keep first, then best fit.
+        """New flexible placements (where they changed): keep first, then best fit. ``fm``: the
+        GPUs free now (this edits it).
 
         Keeping never runs short: each job's own flexible GPUs are on the virtual map and the
         other jobs keep only theirs, so the map is only updated (and read) if some job wants
-        more than it keeps."""
-        same: list[_Cand] = []  # the jobs that keep exactly what they have
-        moving: list[_Cand] = []
-        for g in cands.values():
-            for c in g:
-                (same if c.new == c.cur and c.flex_ok is c.flex else moving).append(c)
+        more than it keeps: then it is the GPUs free now plus the flexible ones of the jobs
+        whose placement may change, less what they keep."""
+        # the jobs whose placement may change (the others keep exactly what they have)
+        moving = [c for g in cands.values() for c in g if c.new != c.cur or c.flex_ok is not c.flex]
         moving.sort(key=_JOB)
         kept: list[tuple[_Cand, dict[int, int], int]] = []
         wants = False
@@ -659,7 +745,7 @@ class ArylScaling:
                 kept.append((c, part, left))
         if not wants:
             return [(c, tuple(sorted(got.items()))) for c, got, _ in kept if _changed(c, got)]
-        fm.take([a for c in same for a in c.flex_ok])  # (the order of the takes does not matter)
+        fm.give([a for c in moving for a in c.flex_ok])  # (integers: the order does not matter)
         fm.take([a for _, got, _ in kept for a in got.items()])
         kept.sort(key=lambda k: (-k[2], k[0].job))  # best fit decreasing
         free = fm.free

@@ -859,11 +859,11 @@ class Engine:
             count(sid, n)
         j.base, j.flex, j.gpu_type = base, flex, gtype
         j.held_since = self.now
-        self._restart(j)
+        self._restart(j, (*base, *flex))
 
-    def _restart(self, j: _Job, left: Alloc = ()) -> None:
-        """(Re)start ``j`` on its allocation; the jobs beside it, and beside the servers it
-        ``left``, are re-rated for contention."""
+    def _restart(self, j: _Job, touched: Alloc) -> None:
+        """(Re)start ``j`` on its allocation; the jobs on the servers it was put on or taken off
+        (``touched``: the servers whose set of jobs changed) are re-rated for contention."""
         assert j.gpu_type is not None
         c, now = self.config, self.now
         j.workers, j.nservers, j.base_rate = self._speed(j, j.base, j.flex, j.gpu_type)
@@ -872,7 +872,7 @@ class Engine:
             j.base_rate *= j.noise
         if c.contention > 0.0:
             j.crowd = self._crowd(j)
-            self._recrowd(j, left)
+            self._recrowd(j, touched)
         self._set_rate(j)
         j.progress_from = now + c.restart_base_s + c.restart_per_gpu_s * j.workers
         j.last_settle = now
@@ -891,10 +891,12 @@ class Engine:
             k = len(others)
         return 1.0 / (1.0 + self.config.contention * k)
 
-    def _recrowd(self, j: _Job, servers: Alloc = ()) -> None:
-        """Re-rate the jobs sharing a server with ``j`` (or with ``servers``) after ``j`` moved."""
+    def _recrowd(self, j: _Job, servers: Alloc) -> None:
+        """Re-rate the jobs on ``servers`` (other than ``j``) after ``j`` was put on or taken off
+        them. A job elsewhere keeps its crowd: the jobs it shares a server with are the same
+        (a running job's crowd is always current: every change of a server's jobs comes here)."""
         hosted = self.cluster.hosted
-        near = {k for s, _ in (*j.base, *j.flex, *servers) for k in hosted[s]}
+        near = {k for s, _ in servers for k in hosted[s]}
         near.discard(j.idx)
         for idx in sorted(near):
             k = self._jobs[idx]
@@ -917,7 +919,11 @@ class Engine:
             self._count_busy(sid, n)
         old_flex, j.flex = j.flex, flex
         j.scales += 1
-        self._restart(j, old_flex)
+        touched: Alloc = ()
+        if self.config.contention > 0.0:  # the servers j joined or left (its base's stay the same)
+            kept = {s for s, _ in j.base}
+            touched = tuple((s, 0) for s in ({s for s, _ in old_flex} ^ {s for s, _ in flex}) - kept)
+        self._restart(j, touched)
         if self._trace:
             self._record("scale", j.idx, _fmt(j.base, flex))
 

@@ -231,11 +231,12 @@ class ClusterView:
     are never shown (the servers' ``speed_factor`` reads 1). An ``oracle`` view shows the truth.
     """
 
-    __slots__ = ("_cache", "_e", "_factor", "_level", "_loads", "_servers", "_specs", "_unplaceable")
+    __slots__ = ("_cache", "_e", "_factor", "_free_list", "_level", "_loads", "_servers", "_specs", "_unplaceable")
 
     def __init__(self, engine: Engine, knowledge: Knowledge | None = None, oracle: bool = False) -> None:
         self._e = engine
         self._cache: tuple[int, np.ndarray] | None = None
+        self._free_list: tuple[int, list[int]] | None = None  # (cluster version, free_list())
         self._loads: tuple[int, ServerLoads] | None = None
         self._unplaceable: tuple[list[ServerStatus], tuple[int, ...]] | None = None  # (statuses, answer)
         know = knowledge if knowledge is not None else Knowledge()
@@ -413,6 +414,16 @@ class ClusterView:
             out.append(max(0.0, j.work - done) if clairvoyant else self._total(j, done) - done)
         return out
 
+    def projection(self, job: int) -> tuple[float, float, float, float] | None:
+        """At the clairvoyant level, (work, done, since, rate) of running ``job``: while its stamp
+        stays the same (:meth:`running_stamps`), its :meth:`remaining_work` at time ``t`` is
+        ``max(0, work - d)`` with ``d = min(work, done + rate x (t - since))`` if ``t > since``,
+        else ``d = done`` (the same numbers). None at the other levels or if it is not running."""
+        j = self._e._jobs[job]
+        if self._level != "clairvoyant" or j.status != _RUNNING:
+            return None
+        return j.work, j.work_done, max(j.last_settle, j.progress_from), j.rate
+
     def restarting_until(self, job: int) -> float:
         """``state(job).restarting_until``: no progress before this time (nan unless running)."""
         j = self._e._jobs[job]
@@ -459,7 +470,13 @@ class ClusterView:
     def free_list(self) -> list[int]:
         """``free_gpus()`` as a new plain list (the caller may edit it; cheaper than the array)."""
         cl = self._e.cluster
-        return [f if st in PLACEABLE else 0 for f, st in zip(cl.free, cl.status, strict=True)]
+        held = self._free_list
+        if held is None or held[0] != cl.version:
+            held = self._free_list = (
+                cl.version,
+                [f if st in PLACEABLE else 0 for f, st in zip(cl.free, cl.status, strict=True)],
+            )
+        return held[1].copy()
 
     def server_loads(self) -> ServerLoads:
         """Free GPUs, placeability, reclaim state and jobs hosted of every server (one batch
