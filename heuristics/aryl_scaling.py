@@ -54,8 +54,8 @@ between calls while its allocation stays the same tuples, and its verdict while 
 inputs are kept while its candidates stay the same, and rewritten for the ones that changed
 while the jobs stay the same; the remaining works (from each job's ``ClusterView.projection``,
 read when its stamp changes), the values (restart costs included) and the knapsack are one
-compiled call (:func:`_phase2`), with the same floating-point operations as ``remaining_work``
-and the formula above; placement touches the virtual map only if some job wants
+compiled call (:func:`~heuristics.knapsack.phase2_kernel`), with the same floating-point
+operations as ``remaining_work`` and the formula above; placement touches the virtual map only if some job wants
 more than it keeps; the room component first replays its plan on the free totals (a placement
 succeeds exactly when they hold the demand) and builds its maps only if a job may need flexible
 GPUs.
@@ -80,9 +80,7 @@ from envs.sim.policy import Action, Alloc, ClusterView, JobStatus, Migrate, Scal
 from heuristics.aryl_config import ArylConfig, Phase1Order
 from heuristics.aryl_place import ArylPlacement, FreeMap, Key, plan
 from heuristics.common import Size
-from heuristics.knapsack import compiled_calling, mckp_kernel, refuse, workspace
-
-_mckp = mckp_kernel  # (replaced by its numba function when _phase2 is compiled)
+from heuristics.knapsack import phase2_kernel, refuse, workspace
 
 _RUNNING = JobStatus.RUNNING  # (a module constant: an enum member lookup costs more than the test)
 _STALE = (math.nan,) * 4  # a projection row to rewrite (compared by identity)
@@ -243,74 +241,6 @@ def _div(a: float, b: float) -> float:
     if b:
         return a / b
     return math.nan if a == 0 or a != a else math.copysign(math.inf, a)
-
-
-@compiled_calling("_mckp")
-def _phase2(
-    works: np.ndarray,
-    dones: np.ndarray,
-    sinces: np.ndarray,
-    speeds: np.ndarray,
-    project: bool,
-    rates: np.ndarray,
-    starts: np.ndarray,
-    tops: np.ndarray,
-    bases: np.ndarray,
-    curs: np.ndarray,
-    until: np.ndarray,
-    doomed: np.ndarray,
-    now: float,
-    churn: np.ndarray,
-    capacity: int,
-    table: np.ndarray,
-    values: np.ndarray,
-    out: np.ndarray,
-) -> int:
-    """Phase 2's option values, job after job, into ``values`` (the knapsack's dense vectors),
-    then the knapsack on them (:data:`~heuristics.knapsack.mckp_kernel`: its return code, the
-    chosen extra GPUs per job in ``out``, -1 or 0 for none). Job k (remaining work ``rem``: if
-    ``project``, from its ``view.projection`` ``(works[k], dones[k], sinces[k], speeds[k])`` at
-    ``now``, with the operations of ``view.remaining_work``; else ``works[k]`` itself; its rates
-    on base + 0, 1, ... workers from ``rates[starts[k]]`` on) has the values of x =
-    1..``tops[k]`` extra GPUs (none if ``tops[k] <= 0``), ``((T(0) - T(x)) - pen(x)) - ((T(0) -
-    T(0)) - pen(0))`` with ``T(x) = rem / rate(x)`` (IEEE: a zero rate gives inf or nan, which the
-    knapsack refuses) and the restart cost ``pen(x) = max(0, restart_base + restart_per_gpu x
-    (base + x) - left) x churn_factor``, where ``left`` is what is left of a restart under way
-    (``until[k] - now``, 0 if none); 0 at x = the job's current ``curs[k]``, and for a ``doomed``
-    job (it restarts at a reclaim deadline anyway). ``churn`` holds restart_base,
-    restart_per_gpu and churn_factor."""
-    rb, rg, cf = churn[0], churn[1], churn[2]
-    j = 0  # where job k's values start
-    for k in range(tops.shape[0]):
-        top = tops[k]
-        if top > 0:
-            i = starts[k]
-            rem = works[k]
-            if project:
-                d = dones[k]
-                if now > sinces[k]:
-                    x = d + speeds[k] * (now - sinces[k])
-                    d = x if x < rem else rem  # min(work, x)
-                rem = rem - d
-                rem = rem if rem > 0.0 else 0.0  # max(0.0, rem)
-            base, cur, gone = bases[k], curs[k], doomed[k]
-            left = until[k] - now
-            if not left > 0.0:
-                left = 0.0
-            t0 = rem / rates[i]
-            p0 = 0.0
-            if not gone and cur != 0:
-                a = rb + rg * base - left
-                p0 = (a if a > 0.0 else 0.0) * cf
-            v0 = (t0 - t0) - p0
-            for x in range(1, top + 1):
-                p = 0.0
-                if not gone and x != cur:
-                    a = rb + rg * (base + x) - left
-                    p = (a if a > 0.0 else 0.0) * cf
-                values[j] = ((t0 - rem / rates[i + x]) - p) - v0
-                j += 1
-    return _mckp(np.zeros(tops.shape[0]), values, tops, capacity, True, table, out)  # type: ignore[no-any-return]
 
 
 @dataclass
@@ -482,7 +412,7 @@ class _Fitter:
 
 @dataclass(slots=True)
 class _Group:
-    """The inputs of :func:`_phase2` that stay the same while one GPU type's candidates do:
+    """The inputs of :func:`~heuristics.knapsack.phase2_kernel` that stay the same while one GPU type's candidates do:
     per job (in the group's order) its id, rates (``_Cand.rates``, one after the other), where
     they begin, base and current extra GPUs, and whether it is doomed. Also, where the view
     gives projections (``project``), each job's projection and ``until``, as of the ``progs``
@@ -614,7 +544,7 @@ class ArylScaling:
 
     def allocate(self, view: ClusterView, group: list[_Cand], cap: int, fm: FreeMap) -> None:
         """Set ``new`` (extra GPUs) of every job of one GPU type: the knapsack, on the module
-        docstring's values (:func:`_phase2`)."""
+        docstring's values (:func:`~heuristics.knapsack.phase2_kernel`)."""
         if cap == 0:  # every option above 0 weighs more than the capacity (the test below, cheaper)
             for c in group:
                 c.new = 0
@@ -656,7 +586,7 @@ class ArylScaling:
             rems = np.array(view.remaining_works(a.jobs))
             progress = (rems, rems, rems, rems, False)
             until = np.array([c.until for c in group])
-        code = _phase2(
+        code = phase2_kernel(
             *progress,
             *(a.rates, a.starts, sizes, a.bases, a.curs, until, a.doomed),
             *(view.now, self._churn, cap),
@@ -667,8 +597,8 @@ class ArylScaling:
             c.new = w if w > 0 else 0
 
     def _arrays(self, group: list[_Cand], fresh: bool) -> _Group:
-        """The per-job inputs of :func:`_phase2` for ``group``, kept while the group is the same
-        candidates (which keep their sizes) and none got its rates since (``fresh``). A job
+        """The per-job inputs of :func:`~heuristics.knapsack.phase2_kernel` for ``group``, kept
+        while the group is the same candidates (which keep their sizes) and none got its rates since (``fresh``). A job
         without rates yet (never offered an option) gets zeros in their place: it has no values."""
         key = tuple(group)
         held = self._groups.get(group[0].gpu_type)

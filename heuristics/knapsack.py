@@ -23,8 +23,8 @@ the first. Float64 throughout: the comparisons must be exact.
 
 The recurrence and the walk-back run in one compiled kernel (numba, compiled on the first call
 and cached on disk beside this file, or in numba's user-wide cache where that is read-only;
-:data:`mckp_kernel`, which other kernels may call: Aryl's phase 2 computes its values and solves
-in one call, a numba call from Python costing more than small instances' arithmetic); the table
+:func:`_dp`; :func:`phase2_kernel` computes Aryl's phase-2 values and solves in one call, a numba
+call from Python costing more than small instances' arithmetic); the table
 lives in a scratch block reused across calls (fresh pages cost more than the arithmetic on
 a large instance).
 
@@ -169,7 +169,12 @@ def compiled(fn: F) -> F:
 def compiled_calling(*kernels: str) -> Callable[[F], F]:
     """:func:`compiled`, for a function that calls the compiled kernels named ``kernels`` (globals
     of its module, made by :func:`compiled`): when it is compiled, their numba functions take their
-    place there (numba calls those directly, with no Python in between)."""
+    place there (numba calls those directly, with no Python in between).
+
+    The kernels must be defined in the same file as ``fn``: numba's disk cache keeps the callees'
+    code inside the caller's and checks only the caller's file for changes, so a callee changed in
+    another file would leave the caller's cached code stale (numba's documented limitation,
+    numba/numba#1833). A kernel from another module is a ``TypeError`` when ``fn`` compiles."""
 
     def wrap(fn: F) -> F:
         jitted: Any = None
@@ -180,7 +185,13 @@ def compiled_calling(*kernels: str) -> Callable[[F], F]:
                 import numba
 
                 for name in kernels:
-                    fn.__globals__[name] = fn.__globals__[name].dispatcher()
+                    kernel = fn.__globals__[name]
+                    if kernel.__module__ != fn.__module__:
+                        raise TypeError(
+                            f"{fn.__qualname__} calls the kernel {name} of {kernel.__module__}: numba's cache would "
+                            f"not see it change; define it in {fn.__module__}"
+                        )
+                    fn.__globals__[name] = kernel.dispatcher()
                 try:
                     jitted = numba.njit(cache=True, nogil=True, error_model="numpy")(fn)
                 except RuntimeError:  # no writable cache location (read-only tree and home): compile anew
@@ -282,6 +293,73 @@ def mckp_value(groups: Sequence[Sequence[Option]], choice: Sequence[int]) -> tup
     return w, v
 
 
-mckp_kernel = _dp
+@compiled_calling("_dp")
+def phase2_kernel(
+    works: np.ndarray,
+    dones: np.ndarray,
+    sinces: np.ndarray,
+    speeds: np.ndarray,
+    project: bool,
+    rates: np.ndarray,
+    starts: np.ndarray,
+    tops: np.ndarray,
+    bases: np.ndarray,
+    curs: np.ndarray,
+    until: np.ndarray,
+    doomed: np.ndarray,
+    now: float,
+    churn: np.ndarray,
+    capacity: int,
+    table: np.ndarray,
+    values: np.ndarray,
+    out: np.ndarray,
+) -> int:
+    """Phase 2's option values, job after job, into ``values`` (the knapsack's dense vectors),
+    then the knapsack on them (:func:`_dp`: its return code, the
+    chosen extra GPUs per job in ``out``, -1 or 0 for none). Job k (remaining work ``rem``: if
+    ``project``, from its ``view.projection`` ``(works[k], dones[k], sinces[k], speeds[k])`` at
+    ``now``, with the operations of ``view.remaining_work``; else ``works[k]`` itself; its rates
+    on base + 0, 1, ... workers from ``rates[starts[k]]`` on) has the values of x =
+    1..``tops[k]`` extra GPUs (none if ``tops[k] <= 0``), ``((T(0) - T(x)) - pen(x)) - ((T(0) -
+    T(0)) - pen(0))`` with ``T(x) = rem / rate(x)`` (IEEE: a zero rate gives inf or nan, which the
+    knapsack refuses) and the restart cost ``pen(x) = max(0, restart_base + restart_per_gpu x
+    (base + x) - left) x churn_factor``, where ``left`` is what is left of a restart under way
+    (``until[k] - now``, 0 if none); 0 at x = the job's current ``curs[k]``, and for a ``doomed``
+    job (it restarts at a reclaim deadline anyway). ``churn`` holds restart_base,
+    restart_per_gpu and churn_factor."""
+    rb, rg, cf = churn[0], churn[1], churn[2]
+    j = 0  # where job k's values start
+    for k in range(tops.shape[0]):
+        top = tops[k]
+        if top > 0:
+            i = starts[k]
+            rem = works[k]
+            if project:
+                d = dones[k]
+                if now > sinces[k]:
+                    x = d + speeds[k] * (now - sinces[k])
+                    d = x if x < rem else rem  # min(work, x)
+                rem = rem - d
+                rem = rem if rem > 0.0 else 0.0  # max(0.0, rem)
+            base, cur, gone = bases[k], curs[k], doomed[k]
+            left = until[k] - now
+            if not left > 0.0:
+                left = 0.0
+            t0 = rem / rates[i]
+            p0 = 0.0
+            if not gone and cur != 0:
+                a = rb + rg * base - left
+                p0 = (a if a > 0.0 else 0.0) * cf
+            v0 = (t0 - t0) - p0
+            for x in range(1, top + 1):
+                p = 0.0
+                if not gone and x != cur:
+                    a = rb + rg * (base + x) - left
+                    p = (a if a > 0.0 else 0.0) * cf
+                values[j] = ((t0 - rem / rates[i + x]) - p) - v0
+                j += 1
+    return _dp(np.zeros(tops.shape[0]), values, tops, capacity, True, table, out)  # type: ignore[no-any-return]
+
+
 """The DP kernel itself, for kernels that solve in the same call (``compiled_calling``): arguments
 as :func:`_dp`'s; the table is :func:`workspace`'s, a return code other than -1 goes to :func:`refuse`."""

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from heuristics.knapsack import mckp_value, solve_mckp, solve_mckp_dense
+from heuristics import knapsack
+from heuristics.knapsack import compiled_calling, mckp_value, solve_mckp, solve_mckp_dense
 
 
 def brute_force(groups, capacity):
@@ -156,3 +157,17 @@ def test_dense_form_refuses_bad_input_naming_the_group():
         solve_mckp_dense(np.array([1.0, 2.0]), [1, 2], 2)
     with pytest.raises(ValueError, match="capacity must be an integer >= 0"):
         solve_mckp_dense(np.array([1.0]), [1], -1)
+
+
+_dp = knapsack._dp  # a kernel of another file, imported as a caller would
+
+
+def _caller(x):
+    return _dp(x)
+
+
+def test_a_kernel_calling_a_kernel_of_another_file_is_refused():
+    """numba's disk cache would not see the callee change (compiled_calling's docstring)."""
+    call = compiled_calling("_dp")(_caller)
+    with pytest.raises(TypeError, match=r"_caller calls the kernel _dp of heuristics\.knapsack: .* define it in"):
+        call(1)
