@@ -52,7 +52,7 @@ from agents import smoke
 from agents import tasks as suite
 from envs.core import Components, Core, CoreConfig
 from envs.sim.config import ConfigError
-from envs.sim.policy import ClusterView, Start
+from envs.sim.policy import ClusterView, JobStatus, Start
 from heuristics.common import TRAINING_ONLY, pack
 
 SLOTS = 32
@@ -126,12 +126,14 @@ def _gang_options(core: Core, mine: int | None, visible: list[int], fits: list[b
 def _preemption_options(core: Core, mine: int | None, visible: list[int], fits: list[bool], width: int) -> list[Step]:
     """Where the base starts nothing more: also preempting one of the ``width`` running jobs with
     the most true remaining work (its GPUs free at once; work since its last checkpoint is lost),
-    the base then going on at the same decision point."""
+    the base then going on at the same decision point. Jobs still checkpointing after a graceful
+    preemption of the base's are no candidates."""
     options = [_start(mine)]
     if mine is not None or not visible:
         return options
     truth = ClusterView(core.engine, oracle=True) if core.engine is not None else core.view
-    longest = sorted(core.view.running, key=lambda j: (-truth.remaining_work(j), j))[:width]
+    running = [j for j in core.view.running if core.view.status_of(j) == JobStatus.RUNNING]  # not checkpointing
+    longest = sorted(running, key=lambda j: (-truth.remaining_work(j), j))[:width]
     options += [_preempt(j) for j in longest]
     return options
 

@@ -11,6 +11,15 @@ Registered policies (neither borrows from the inference cluster; neither preempt
   (``heuristics/mlfs_load.py``).
 - ``mlfs-noctl``: the paper's ablation, load control off: no migration, no early stop (and the
   remaining-time term counts the whole remaining work, since nothing is stopped).
+- ``mlfs-hopeless`` (ours): ``mlfs`` with ``hopeless`` on, the strongest deadline baseline a
+  clairvoyant scheduler sensibly is. MLFS keeps ranking (by its deadline term, highest near the
+  deadline) and running jobs that can no longer meet their deadline; this variant ranks them
+  after every pending job that still can, and preempts running ones (gracefully: no work lost)
+  for such a job that finds no room (``heuristics.mlfs_priority.hopeless``,
+  ``MlfsLoadControl._demotions``). They still run to their end, at the lowest priority: a late
+  job still counts in the JCT, and ``deadline_hit_ratio`` counts it a miss whether it ends late
+  or never. It extends MLFS's own guard (a job past its deadline gets no deadline term) to the
+  jobs whose deadline is already lost, and keeps MLFS's load control, which carries its gain.
 
 MLF-RL, the paper's RL policy trained on the heuristic's decisions, is our demos -> behaviour
 cloning -> PPO pipeline with ``mlfs`` as the expert; hence ``mlfs`` is a
@@ -30,27 +39,25 @@ from dataclasses import dataclass, replace
 from envs.sim.policy import ClusterView, ComposedScheduler, NoPreemption
 from heuristics.common import TRAINING_ONLY, free_gpus
 from heuristics.mlfs_load import Accounting, MlfsLoadControl, MlfsPlacement
-from heuristics.mlfs_priority import MlfsConfig, job_priorities
+from heuristics.mlfs_priority import Hopeless, MlfsConfig, ranked
 from heuristics.registry import register
 
-__all__ = ["MlfsConfig", "MlfsOrdering", "mlfs", "mlfs_noctl"]
+__all__ = ["MlfsConfig", "MlfsOrdering", "mlfs", "mlfs_hopeless", "mlfs_noctl"]
 
 
 @dataclass
 class MlfsOrdering:
-    """Pending jobs by decreasing priority (normalised over the queue), then submit time, id.
-    Non-blocking: a job that does not fit is skipped."""
+    """Pending jobs by decreasing priority (normalised over the queue), then submit time, id
+    (:func:`~heuristics.mlfs_priority.ranked`). Non-blocking: a job that does not fit is skipped."""
 
     config: MlfsConfig
+    lost: Hopeless | None = None  # with ``config.hopeless``: hopeless jobs rank last
     blocking: bool = False
 
     def rank(self, view: ClusterView) -> Iterator[int]:
         if free_gpus(view, TRAINING_ONLY) == 0:
             return
-        pending = list(view.pending)
-        prio = job_priorities(view, pending, self.config)
-        order = sorted(pending, key=lambda j: (-prio[j], view.job(j).submit_time, j))
-        for job in order:
+        for job in ranked(view, list(view.pending), self.config, self.lost):
             if free_gpus(view, TRAINING_ONLY) == 0:
                 return
             yield job
@@ -59,12 +66,13 @@ class MlfsOrdering:
 def build(name: str, config: MlfsConfig) -> ComposedScheduler:
     accounting = Accounting(config)
     placement = MlfsPlacement(config, accounting)
-    control = config.migration or config.early_stop
+    lost = Hopeless(config) if config.hopeless else None
+    control = config.migration or config.early_stop or config.hopeless
     return ComposedScheduler(
         name,
-        ordering=MlfsOrdering(config),
+        ordering=MlfsOrdering(config, lost),
         placement=placement,
-        preemption=MlfsLoadControl(config, accounting, placement) if control else NoPreemption(),
+        preemption=MlfsLoadControl(config, accounting, placement, lost) if control else NoPreemption(),
         round_s=config.round_s,
     )
 
@@ -77,5 +85,10 @@ def mlfs_noctl(config: MlfsConfig | None = None) -> ComposedScheduler:
     return build("mlfs-noctl", replace(config or MlfsConfig(), migration=False, early_stop=False))
 
 
+def mlfs_hopeless(config: MlfsConfig | None = None) -> ComposedScheduler:
+    return build("mlfs-hopeless", replace(config or MlfsConfig(), hopeless=True))
+
+
 register("mlfs", mlfs, MlfsConfig)
 register("mlfs-noctl", mlfs_noctl, MlfsConfig)
+register("mlfs-hopeless", mlfs_hopeless, MlfsConfig)

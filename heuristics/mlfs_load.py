@@ -53,9 +53,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from envs.sim.model import JobSpec, Pool
-from envs.sim.policy import Action, ClusterView, JobStatus, Migrate, Start, Stop
+from envs.sim.policy import Action, ClusterView, JobStatus, Migrate, Preempt, Start, Stop
 from heuristics.common import types_for
-from heuristics.mlfs_priority import MlfsConfig, job_priorities
+from heuristics.mlfs_priority import Hopeless, MlfsConfig, job_priorities, ranked
 
 GPU, CPU, MEM, NET = range(4)
 _OTHER = (CPU, MEM, NET)
@@ -237,14 +237,62 @@ class MlfsLoadControl:
     config: MlfsConfig
     accounting: Accounting
     placement: MlfsPlacement
+    lost: Hopeless | None = None  # with ``config.hopeless``: the demotions
     _moved: dict[int, float] = field(default_factory=dict)
 
     def preempt(self, view: ClusterView) -> Iterator[Action]:
         cfg = self.config
         if cfg.early_stop and view.running and overloaded(view, self.accounting, cfg.threshold):
             yield from self._stops(view)
+        if self.lost is not None and view.pending and view.running:
+            yield from self._demotions(view, self.lost)
         if cfg.migration and view.round_tick and view.running:
             yield from self._migrations(view)
+
+    def _demotions(self, view: ClusterView, lost: Hopeless) -> Iterator[Action]:
+        """Running hopeless jobs yield their GPUs to pending jobs that can still meet their
+        deadline: walking those in MLFS's order, one that the free GPUs of no type it allows
+        hold takes those of running hopeless jobs on one such type (the most work left first;
+        only jobs past their restart, so that each restart makes progress), if together they
+        are enough; they are preempted gracefully (no work lost) and queue again. The GPUs of
+        jobs still checkpointing count as free (they are on their way)."""
+        cfg = self.config
+        free = {t: view.total_free(t, p) for t, p in view.pool_types() if p == Pool.TRAINING}
+        victims: dict[str, list[tuple[float, int, int]]] = {}  # type -> (-work left, job, GPUs)
+        for job in sorted(view.running):
+            status, gpu_type, base, _ = view.allocation(job)
+            if gpu_type is None or any(view.servers[s].pool != Pool.TRAINING for s, _ in base):
+                continue
+            if status == JobStatus.PREEMPTING:  # its GPUs free once it has checkpointed
+                free[gpu_type] += view.workers(job)
+            elif status == JobStatus.RUNNING and view.restarting_until(job) < view.now and lost(view, job):
+                victims.setdefault(gpu_type, []).append((-view.remaining_work(job), job, view.workers(job)))
+        if not victims:
+            return
+        for rows in victims.values():
+            rows.sort()
+        for job in ranked(view, [j for j in view.pending if not lost(view, j)], cfg):
+            spec = view.job(job)
+            need = spec.num_gpus
+            types = types_for(view, spec, Pool.TRAINING, need, cfg.type_order)
+            fit = next((t for t in types if free[t] >= need), None)
+            if fit is not None:
+                free[fit] -= need
+                continue
+            for t in types:
+                rows = victims.get(t, [])
+                taken, gpus = [], free[t]
+                for row in rows:
+                    if gpus >= need:
+                        break
+                    taken.append(row)
+                    gpus += row[2]
+                if gpus >= need:
+                    for row in taken:
+                        rows.remove(row)
+                        yield Preempt(row[1], graceful=True)
+                    free[t] = gpus - need
+                    break
 
     def _stops(self, view: ClusterView) -> Iterator[Action]:
         for job in sorted(view.running):

@@ -32,13 +32,16 @@ curve MLFS fits from the losses it observes), its urgency, deadline and required
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Annotated
 
 from envs.sim.accuracy import DEFAULT_CURVE
-from envs.sim.policy import ClusterView
+from envs.sim.model import JobSpec, Pool
+from envs.sim.policy import ClusterView, JobStatus
 from envs.sim.settings import Choice, Flag, Num, Settings
+from envs.sim.throughput import packed_servers
 from heuristics.common import TYPE_ORDERS
 
 
@@ -72,6 +75,10 @@ class MlfsConfig(Settings):
     :param type_order: ``fastest``: the ideal host among the servers of the fastest GPU type the
         job allows that has one below the threshold; ``listed``: among the servers of every type
         (the paper's rule; ``heuristics.common.TYPE_ORDERS``).
+    :param hopeless: demote the jobs that can no longer meet their deadline (:func:`hopeless`;
+        ours, off in the paper's MLFS): pending ones start only after every other pending job,
+        and a running one yields its GPUs (graceful preemption, no work lost) to a pending job
+        that can still meet its deadline. Hopeless jobs still run to their end.
     """
 
     alpha: Annotated[float, Num(ge=0, le=1)] = 0.3
@@ -92,6 +99,7 @@ class MlfsConfig(Settings):
     min_gain: Annotated[float, Num(ge=0)] = 0.001
     round_s: Annotated[float, Num(ge=1)] = 300.0
     type_order: Annotated[str, Choice(TYPE_ORDERS)] = "fastest"
+    hopeless: Annotated[bool, Flag()] = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +169,81 @@ def priorities(inputs: Sequence[PriorityInputs], cfg: MlfsConfig) -> list[float]
 _DATA_PARALLEL = ((1.0,), (-1,))
 
 
+def work_end(spec: JobSpec, total: float, cfg: MlfsConfig) -> float:
+    """The work at which the job ends: all of ``total``, or with early stopping on, where it
+    reaches its required accuracy if it states one."""
+    if cfg.early_stop and spec.required_accuracy is not None and spec.curve is not None:
+        return min(total, spec.curve.fraction_for(spec.required_accuracy) * total)
+    return total
+
+
+def fastest_rate(view: ClusterView, spec: JobSpec) -> float:
+    """The most work per second the job can make: at its most GPUs, packed on the fewest servers
+    of the GPU type it allows that runs it fastest, nothing sharing them (nominal speeds)."""
+    n = spec.max_gpus
+    rates = [0.0]
+    for name, pool in view.pool_types():
+        if pool == Pool.TRAINING and spec.allows(view.gpu_type(name)):
+            per_server = max(s.num_gpus for s in view.servers if s.gpu_type.name == name)
+            rates.append(view.rate(spec.job_id, n, packed_servers(n, per_server), name))
+    return max(rates)
+
+
+def latest_start(view: ClusterView, job: int, cfg: MlfsConfig) -> float:
+    """The last time from which ``job`` can still meet its deadline: the deadline less the work it
+    must still do, up to :func:`work_end` (what it needs to end by its deadline), at
+    :func:`fastest_rate`. Restarts still to come are not counted, so that no job is called
+    hopeless too early. ``inf`` without a deadline; the deadline itself once that work is done
+    (the job may end at any time then)."""
+    spec = view.job(job)
+    if spec.deadline is None:
+        return math.inf
+    st = view.state(job)
+    left = work_end(spec, st.work_total, cfg) - st.work_done
+    if not left > 0.0:
+        return spec.deadline
+    rate = fastest_rate(view, spec)
+    return spec.deadline - left / rate if rate > 0.0 else -math.inf
+
+
+def hopeless(view: ClusterView, job: int, cfg: MlfsConfig) -> bool:
+    """Whether ``job`` can no longer meet its deadline, even alone at :func:`fastest_rate` from
+    now on (a running job from the end of its restart): now is past its :func:`latest_start`."""
+    begin = view.now
+    if view.status_of(job) == JobStatus.RUNNING:
+        begin = max(begin, view.restarting_until(job))
+    return begin > latest_start(view, job, cfg)
+
+
+@dataclass
+class Hopeless:
+    """:func:`hopeless`, remembered (what ``hopeless`` policies ask at every decision): a job
+    found hopeless stays so (its work left cannot shrink faster than at its fastest rate), and
+    a pending job's :func:`latest_start` is kept while it waits (its work left is fixed then).
+    Each answer is :func:`hopeless`'s."""
+
+    config: MlfsConfig
+    _lost: set[int] = field(default_factory=set)
+    _latest: dict[int, tuple[float, float]] = field(default_factory=dict)  # job -> (queued since, latest start)
+
+    def __call__(self, view: ClusterView, job: int) -> bool:
+        if job in self._lost:
+            return True
+        if view.status_of(job) == JobStatus.PENDING:
+            since = view.queued_since(job)
+            kept = self._latest.get(job)
+            if kept is None or kept[0] != since:
+                kept = (since, latest_start(view, job, self.config))
+                self._latest[job] = kept
+            lost = view.now > kept[1]
+        else:
+            lost = hopeless(view, job, self.config)
+        if lost:
+            self._lost.add(job)
+            self._latest.pop(job, None)
+        return lost
+
+
 def inputs_of(view: ClusterView, job: int, cfg: MlfsConfig) -> PriorityInputs:
     """Read one job's priority inputs from the view (settled to now)."""
     spec = view.job(job)
@@ -169,9 +252,7 @@ def inputs_of(view: ClusterView, job: int, cfg: MlfsConfig) -> PriorityInputs:
     frac = st.work_done / total if total > 0.0 else 1.0
     curve = spec.curve or DEFAULT_CURVE
     it = curve.iteration(frac)
-    end = total
-    if cfg.early_stop and spec.required_accuracy is not None and spec.curve is not None:
-        end = min(total, spec.curve.fraction_for(spec.required_accuracy) * total)
+    end = work_end(spec, total, cfg)
     if spec.tasks:
         shares = tuple(t.share for t in spec.tasks)
         parents = tuple(t.parent for t in spec.tasks)
@@ -192,3 +273,23 @@ def inputs_of(view: ClusterView, job: int, cfg: MlfsConfig) -> PriorityInputs:
 def job_priorities(view: ClusterView, jobs: Sequence[int], cfg: MlfsConfig) -> dict[int, float]:
     """Priorities of ``jobs``, normalised over them."""
     return dict(zip(jobs, priorities([inputs_of(view, j, cfg) for j in jobs], cfg), strict=True))
+
+
+def ranked(
+    view: ClusterView, jobs: Sequence[int], cfg: MlfsConfig, lost: Callable[[ClusterView, int], bool] | None = None
+) -> list[int]:
+    """``jobs`` by decreasing priority (normalised over them), then submit time, id; with
+    ``lost`` (a :class:`Hopeless`), the jobs that can still meet their deadline so, then the
+    hopeless ones so (each group normalised over itself)."""
+    groups = [list(jobs)]
+    if lost is not None:
+        gone = [lost(view, j) for j in jobs]
+        groups = [
+            [j for j, g in zip(jobs, gone, strict=True) if not g],
+            [j for j, g in zip(jobs, gone, strict=True) if g],
+        ]
+    order: list[int] = []
+    for group in groups:
+        prio = job_priorities(view, group, cfg)
+        order += sorted(group, key=lambda j: (-prio[j], view.job(j).submit_time, j))
+    return order

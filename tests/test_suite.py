@@ -174,3 +174,29 @@ def test_a_pretrained_agent_reproduces_the_recorded_leaderboard_on_its_first_tes
     seed = task.test_seeds[0]
     (result,) = ev.execute(ev.plan([spec], [task.scenario], [seed], [dict(task.sets)]))
     assert result.metrics[task.metric] == row["per_seed"][str(seed)]
+
+
+def test_preemption_options_leave_out_jobs_still_checkpointing() -> None:
+    """A base that preempts gracefully (mlfs-hopeless) leaves jobs checkpointing among the
+    running ones: the lookahead offers to preempt only jobs that run, so every option applies."""
+    from envs.sim.policy import JobStatus, Preempt
+
+    config = CoreConfig.from_kwargs(
+        scenario="default",
+        overrides={"workload.synthetic.num_jobs": "30", "workload.load": "1.6"},
+        components=Components("sjf", "sjf", "sjf", "sjf"),
+    )
+    core = headroom._started(config, 1)
+    while len(core.view.running) < 2 or not core.view.pending:
+        visible, _ = core.next_choice(headroom.SLOTS)
+        assert not core.done
+        job = core.expert_job(core.heuristic("sjf").ordering, visible)
+        core.advance() if job is None else core.start(job)
+    first = sorted(core.view.running)[0]
+    core.apply(Preempt(first, graceful=True))
+    assert core.view.status_of(first) == JobStatus.PREEMPTING
+    visible, fits = core.choices(headroom.SLOTS)
+    options = headroom._preemption_options(core, None, visible, fits, 100)
+    assert len(options) == len(core.view.running)  # the base's own, and each running job but the one checkpointing
+    for step in options:
+        step(core.copy())
