@@ -8,11 +8,13 @@ The state, all numpy arrays that the policy owns and these kernels edit:
   order of (submit time, job id) among the jobs seen, so that a rank (queue level, submit time,
   job id) orders as (level, slot); ``ints[:, AT_SLOT]`` maps a slot back to its job;
   ``ints[:, LISTED]`` holds the running jobs (``meta[RUNS]`` of them) and ``ints[:, LISTED_AT]``
-  a running job's place there.
+  a running job's place there; ``ints[:, LATE_JOB]`` and ``floats[:, LATE_SINCE]``, the
+  promotions that fell due but were not yet earned (``meta[LATE]``; see ``due_now``).
 - ``bits[c * levels + level]``: the pending jobs of size class ``c`` at ``level``, a bit per slot
-  (32 to a word), and ``counts`` of the same rows: a walk in rank order over one class at one
-  level is a search for the next set bit, and a class that cannot fit is passed over whole.
-- ``heap[:meta[HEAP], (TIME, JOB, HSINCE, HRUN)]``: a binary min-heap of the promotions due, by
+  (32 to a word; the last two words: bounds on the first and the last slot set), and ``counts``
+  of the same rows: a walk in rank order over one class at one level is a search for the next
+  set bit, and a class that cannot fit is passed over whole.
+- ``heap[:meta[HEAP], (TIME, JOB, HSINCE)]``: a binary min-heap of the promotions due, by
   time (an entry is stale once its job has started again: ``floats[job, SINCE]`` then differs).
 - ``classes[(CLASS_GPUS, CLASS_TYPES), c]``: a class's GPUs and the training types it allows (a
   bit per type), ``type_lists[k]``: a job's training types in the policy's order (-1 after).
@@ -26,13 +28,14 @@ from typing import Any
 
 import numpy as np
 
-STATE, LEVEL, GPUS, ON, CLASS, TYPES, SLOT, AT_SLOT, LISTED, LISTED_AT = range(10)
-INT_ROWS = 10
-SERVICE, OFFSET, CHECK, SINCE, RUN = range(5)
-FLOAT_ROWS = 5
+STATE, LEVEL, GPUS, ON, CLASS, TYPES, SLOT, AT_SLOT, LISTED, LISTED_AT, LATE_JOB = range(11)
+INT_ROWS = 11
+SERVICE, OFFSET, CHECK, SINCE, RUN, LATE_SINCE = range(6)
+FLOAT_ROWS = 6
 GONE, PENDING, RUNNING = 0, 1, 2  # the values of ints[:, STATE]
-HEAP, RUNS, PENDING_JOBS = range(3)  # meta
-TIME, JOB, HSINCE, HRUN = range(4)  # heap columns
+HEAP, RUNS, PENDING_JOBS, LATE = range(4)  # meta
+EMPTY = 1 << 62  # a row's first-bit bound when it has none
+TIME, JOB, HSINCE = range(3)  # heap columns
 CLASS_GPUS, CLASS_TYPES = range(2)
 # the columns of an entry (``enter``'s ``entries``) and of a start (``enter``'s ``starts``)
 E_JOB, E_CLASS, E_TYPES, E_SERVICE, E_SINCE, E_RUN = range(6)
@@ -61,18 +64,30 @@ def _ctz(x: int) -> int:
 
 def _next(bits: np.ndarray, row: int, p: int, end: int) -> int:
     """The first set bit of ``bits[row]`` at ``p`` or after, else (or if none is before ``end``)
-    a place at ``end`` or after."""
-    words = bits.shape[1]
-    w = p >> 5
-    if w >= words:
-        return end
-    x = bits[row, w] >> (p & 31)
-    if x:
-        return p + _ctz(x)
-    for i in range(w + 1, min(words, (end >> 5) + 1)):
-        x = bits[row, i]
+    a place at ``end`` or after. Tightens the row's bounds when the search starts below them."""
+    words = bits.shape[1] - 2
+    lo, hi = bits[row, words], bits[row, words + 1]
+    q = p if p > lo else lo
+    stop = end if end <= hi + 1 else hi + 1  # no set bit at stop or after (before end)
+    if q < stop:
+        w = q >> 5
+        x = bits[row, w] >> (q & 31)
         if x:
-            return i * 32 + _ctz(x)
+            f = q + _ctz(x)
+        else:
+            f = end
+            for i in range(w + 1, ((stop - 1) >> 5) + 1):
+                x = bits[row, i]
+                if x:
+                    f = i * 32 + _ctz(x)
+                    break
+        if f < end:
+            if p <= lo:
+                bits[row, words] = f
+            return f
+    if p <= lo and stop == hi + 1:  # searched all the row holds: empty
+        bits[row, words] = EMPTY
+        bits[row, words + 1] = -1
     return end
 
 
@@ -80,25 +95,29 @@ def _flip(bits: np.ndarray, counts: np.ndarray, row: int, slot: int, add: bool) 
     if add:
         bits[row, slot >> 5] |= 1 << (slot & 31)
         counts[row] += 1
+        words = bits.shape[1] - 2
+        if slot < bits[row, words]:
+            bits[row, words] = slot
+        if slot > bits[row, words + 1]:
+            bits[row, words + 1] = slot
     else:
         bits[row, slot >> 5] &= ~(1 << (slot & 31))
         counts[row] -= 1
 
 
-def _push(heap: np.ndarray, meta: np.ndarray, t: float, job: int, since: float, run: float) -> None:
+def _push(heap: np.ndarray, meta: np.ndarray, t: float, job: int, since: float) -> None:
     i = meta[HEAP]
     meta[HEAP] = i + 1
     while i > 0:
         up = (i - 1) >> 1
         if heap[up, TIME] <= t:
             break
-        for r in range(4):
+        for r in range(3):
             heap[i, r] = heap[up, r]
         i = up
     heap[i, TIME] = t
     heap[i, JOB] = job
     heap[i, HSINCE] = since
-    heap[i, HRUN] = run
 
 
 def _pop(heap: np.ndarray, meta: np.ndarray) -> None:
@@ -117,10 +136,10 @@ def _pop(heap: np.ndarray, meta: np.ndarray) -> None:
             c += 1
         if heap[c, TIME] >= t:
             break
-        for r in range(4):
+        for r in range(3):
             heap[i, r] = heap[c, r]
         i = c
-    for r in range(4):
+    for r in range(3):
         heap[i, r] = heap[n, r]
 
 
@@ -202,7 +221,8 @@ def enter(
         stopped += _stop(ints, meta, new[i])
     for i in range(entries.shape[0]):
         j = int(entries[i, E_JOB])
-        if state[j] == PENDING:
+        was_pending = state[j] == PENDING
+        if was_pending:
             _flip(bits, counts, cls[j] * levels + level[j], slot[j], False)
         else:
             meta[PENDING_JOBS] += 1
@@ -217,9 +237,10 @@ def enter(
         floats[j, SERVICE] = service
         if service > 0.0:  # it has run (held GPUs) before
             since, run = entries[i, E_SINCE], entries[i, E_RUN]
-            floats[j, SINCE] = since
-            floats[j, RUN] = run
-            _push(heap, meta, since + knob * run, j, since, run)
+            if not (was_pending and floats[j, SINCE] == since):  # (else it has this entry: one will do)
+                floats[j, SINCE] = since
+                floats[j, RUN] = run
+                _push(heap, meta, since + knob * run, j, since)
     return stopped, meta[PENDING_JOBS]
 
 
@@ -269,26 +290,25 @@ def due_now(
     than ``knob`` times their run time: queue 0, their service so far forgiven (the others stay
     in the heap). Then list in ``out`` the running jobs whose level check is due by ``now``;
     returns how many."""
-    state, level, cls, slot = ints[:, STATE], ints[:, LEVEL], ints[:, CLASS], ints[:, SLOT]
+    state = ints[:, STATE]
+    late_job, late_since = ints[:, LATE_JOB], floats[:, LATE_SINCE]
     late = 0
-    while meta[HEAP] > 0 and heap[0, TIME] <= limit:
-        j, since, run = int(heap[0, JOB]), heap[0, HSINCE], heap[0, HRUN]
-        _pop(heap, meta)
+    for i in range(meta[LATE]):  # due at an earlier round (so by now too), not yet earned then
+        j, since = late_job[i], late_since[i]
         if state[j] != PENDING or floats[j, SINCE] != since:
             continue  # it started since: a later wait has an entry of its own
-        if now - since > knob * run:  # (a wait's run time is fixed)
-            floats[j, OFFSET] = floats[j, SERVICE]
-            if level[j] != 0:
-                _flip(bits, counts, cls[j] * levels + level[j], slot[j], False)
-                level[j] = 0
-                _flip(bits, counts, cls[j] * levels, slot[j], True)
-        else:  # kept aside, pushed back after the loop
-            out[late] = j
+        if not _promote(ints, floats, bits, counts, levels, j, now, knob):
+            late_job[late], late_since[late] = j, since
             late += 1
-    # the late ones go back (their entries rebuilt from the job's own, which they match)
-    for i in range(late):
-        j = out[i]
-        _push(heap, meta, floats[j, SINCE] + knob * floats[j, RUN], j, floats[j, SINCE], floats[j, RUN])
+    while meta[HEAP] > 0 and heap[0, TIME] <= limit:
+        j, since = int(heap[0, JOB]), heap[0, HSINCE]
+        _pop(heap, meta)
+        if state[j] != PENDING or floats[j, SINCE] != since:
+            continue
+        if not _promote(ints, floats, bits, counts, levels, j, now, knob):
+            late_job[late], late_since[late] = j, since
+            late += 1
+    meta[LATE] = late
     k = 0
     listed, check = ints[:, LISTED], floats[:, CHECK]
     for i in range(meta[RUNS]):
@@ -297,6 +317,29 @@ def due_now(
             out[k] = j
             k += 1
     return k
+
+
+def _promote(
+    ints: np.ndarray,
+    floats: np.ndarray,
+    bits: np.ndarray,
+    counts: np.ndarray,
+    levels: int,
+    j: int,
+    now: float,
+    knob: float,
+) -> bool:
+    """Promote pending job ``j`` if its wait is longer than ``knob`` times its run time (a wait's
+    run time is fixed): whether it was."""
+    if not now - floats[j, SINCE] > knob * floats[j, RUN]:
+        return False
+    floats[j, OFFSET] = floats[j, SERVICE]
+    level, row = ints[j, LEVEL], ints[j, CLASS] * levels
+    if level != 0:
+        _flip(bits, counts, row + level, ints[j, SLOT], False)
+        ints[j, LEVEL] = 0
+        _flip(bits, counts, row, ints[j, SLOT], True)
+    return True
 
 
 def _fits(classes: np.ndarray, c: int, budget: np.ndarray) -> bool:
@@ -478,7 +521,7 @@ def kernels() -> Any:
                 return numba.njit(nogil=True, error_model="numpy")(fn)
 
         g = globals()
-        for name in ("_ctz", "_next", "_flip", "_push", "_pop", "_fits", "_stop", "_level", "_check_time"):
+        for name in ("_ctz", "_next", "_flip", "_push", "_pop", "_fits", "_stop", "_level", "_check_time", "_promote"):
             g[name] = jit(g[name])  # first: the kernels call them
         _KERNELS = SimpleNamespace(**{f.__name__: jit(f) for f in (enter, relevel, due_now, choose, next_fit)})
     return _KERNELS

@@ -89,7 +89,8 @@ class Tiresias:
         self._reclaim = FewestJobsReclaim()
         self._jobs = -1  # the tables' width (the engine's jobs) once made, see _tables
         self._batch: list[float] = []  # starts not yet in the tables (their S_* columns, one after the other)
-        self._kinds: dict[int, tuple[int, int]] = {}  # job -> its class and type list (see _entry)
+        self._kinds: dict[int, tuple[int, int]] = {}  # job -> its class and type list (see _sync)
+        self._preempts: dict[int, Preempt] = {}
         self._pending = 0  # pending jobs in the tables, less the starts since
         self._running = 0  # jobs tracked as running, with the starts since
 
@@ -106,8 +107,8 @@ class Tiresias:
         self._check[:] = _INF
         self._slots = 0  # slots given
         self._last: tuple[float, int] = (-_INF, -1)  # the (submit time, job) of the last slot
-        self._meta = np.zeros(3, dtype=np.int64)
-        self._heap = np.zeros((1024, 4), dtype=np.float64)
+        self._meta = np.zeros(4, dtype=np.int64)  # kern.HEAP ...
+        self._heap = np.zeros((1024, 3), dtype=np.float64)
         self._out = np.zeros(n, dtype=np.int64)  # kernel outputs
         self._chosen = np.zeros((2, n), dtype=np.int64)
         names = []
@@ -119,7 +120,7 @@ class Tiresias:
         self._free = np.zeros(len(names), dtype=np.int64)
         self._class_of: dict[Size, int] = {}
         self._classes = np.zeros((2, 0), dtype=np.int64)
-        self._bits = np.zeros((0, (n + 31) // 32 + 1), dtype=np.int64)
+        self._bits = np.zeros((0, (n + 31) // 32 + 3), dtype=np.int64)  # 2 more: see kern._next
         self._counts = np.zeros(0, dtype=np.int64)
         self._list_of: dict[tuple[str, ...], int] = {}
         self._type_lists = np.full((0, max(1, len(names))), -1, dtype=np.int64)
@@ -149,6 +150,8 @@ class Tiresias:
             at = slot[pending]
             bits[:] = 0
             np.bitwise_or.at(bits, (rows, at >> 5), np.left_shift(1, at & 31))
+            bits[:, -1] = self._jobs  # bounds on the first and the last slot set
+
         self._last = max(self._last, new[-1])
 
     def _sync(self, view: ClusterView) -> None:
@@ -277,9 +280,13 @@ class Tiresias:
         )  # fmt: skip
         if drops:
             dropped = set(out[:drops].tolist())
+            preempts = self._preempts
             for job in tuple(view.running):
                 if job in dropped:
-                    yield Preempt(job)  # (it re-enters the queue: the next sync takes it off the running)
+                    action = preempts.get(job)
+                    if action is None:
+                        action = preempts[job] = Preempt(job)  # (frozen: one will do for every time)
+                    yield action  # (it re-enters the queue: the next sync takes it off the running)
         training = self._training
         for job, t in zip(chosen[0, :starts].tolist(), chosen[1, :starts].tolist(), strict=True):
             spec = view.job(job)
@@ -310,7 +317,9 @@ class Tiresias:
             gpus, allowed = size
             bits = sum(1 << i for i, t in enumerate(self._training) if allowed is None or t in allowed)
             self._classes = np.concatenate([self._classes, np.array([[gpus], [bits]], dtype=np.int64)], axis=1)
-            self._bits = np.concatenate([self._bits, np.zeros((self._levels, self._bits.shape[1]), dtype=np.int64)])
+            rows = np.zeros((self._levels, self._bits.shape[1]), dtype=np.int64)
+            rows[:, -2:] = kern.EMPTY, -1  # bounds on the first and the last slot set: none
+            self._bits = np.concatenate([self._bits, rows])
             self._counts = np.concatenate([self._counts, np.zeros(self._levels, dtype=np.int64)])
         return c
 
