@@ -272,6 +272,28 @@ def test_tiresias_kept_ranks_are_the_fresh_ranks_at_every_round(scenario, overri
     assert policy.rounds > 100 and r.preemptions.sum() > 100
 
 
+def test_tiresias_takes_over_jobs_it_did_not_start():
+    # sjf decides the first 150 decisions, then Tiresias: at its first round it ranks afresh the
+    # jobs sjf started (its rebuild), and keeps their ranks right from there on
+    s = scenarios.get("default", {"workload.synthetic.num_jobs": "300"})
+    b = scenarios.build(s, 0, False)
+    policy = _CheckedTiresias()
+    engine = Engine(b.servers, b.jobs, policy, scenarios.shared_throughput(), b.demand, s.sim, b.failure_rng)
+    first = make("sjf")
+    first.round_s = policy.round_s  # the engine's round ticks were set for Tiresias
+    engine.scheduler = first
+    engine.start()
+    decisions = 0
+    while engine.next_decision():
+        decisions += 1
+        if decisions == 150:
+            assert len(engine.view.running) > 0
+            engine.scheduler = policy
+        engine._decide()
+    r = engine.result()
+    assert policy.rounds > 100 and int(np.isfinite(r.finish).sum()) == 300
+
+
 class _CheckedStarts(Tiresias):
     """Tiresias checking that every job it starts is ranked by a rank made afresh (the rank it
     waited with is reused: its service does not grow while it waits), and that the slots order
