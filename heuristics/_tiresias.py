@@ -10,10 +10,11 @@ The state, all numpy arrays that the policy owns and these kernels edit:
   ``ints[:, LISTED]`` holds the running jobs (``meta[RUNS]`` of them) and ``ints[:, LISTED_AT]``
   a running job's place there; ``ints[:, LATE_JOB]`` and ``floats[:, LATE_SINCE]``, the
   promotions that fell due but were not yet earned (``meta[LATE]``; see ``due_now``).
-- ``bits[c * levels + level]``: the pending jobs of size class ``c`` at ``level``, a bit per slot
-  (32 to a word; the last two words: bounds on the first and the last slot set), and ``counts``
-  of the same rows: a walk in rank order over one class at one level is a search for the next
-  set bit, and a class that cannot fit is passed over whole.
+- ``bits[level]``: the running jobs at ``level``, and ``bits[(c + 1) * levels + level]``: the
+  pending jobs of size class ``c`` at ``level``; a bit per slot (32 to a word; the last two
+  words: bounds on the first and the last slot set), and ``counts`` of the same rows: a walk in
+  rank order over one class at one level is a search for the next set bit, and a class that
+  cannot fit is passed over whole.
 - ``heap[:meta[HEAP], (TIME, JOB, HSINCE)]``: a binary min-heap of the promotions due, by
   time (an entry is stale once its job has started again: ``floats[job, SINCE]`` then differs).
 - ``classes[(CLASS_GPUS, CLASS_TYPES), c]``: a class's GPUs and the training types it allows (a
@@ -199,11 +200,14 @@ def enter(
         j = int(starts[i, S_JOB])
         service = starts[i, S_SERVICE]
         if state[j] == PENDING:
-            _flip(bits, counts, cls[j] * levels + level[j], slot[j], False)
+            _flip(bits, counts, (cls[j] + 1) * levels + level[j], slot[j], False)
             meta[PENDING_JOBS] -= 1
             service = floats[j, SERVICE]  # its service has not grown since it entered
         else:
+            if state[j] == RUNNING:
+                _flip(bits, counts, level[j], slot[j], False)
             level[j] = _level(thresholds, service - floats[j, OFFSET])
+        _flip(bits, counts, level[j], slot[j], True)
         if state[j] != RUNNING:
             r = meta[RUNS]
             listed[r] = j
@@ -216,14 +220,14 @@ def enter(
         floats[j, CHECK] = _check_time(thresholds, level[j], floats[j, OFFSET], starts[i, S_NOW], gpus, service)
     stopped = 0
     for i in range(done.shape[0]):
-        stopped += _stop(ints, meta, done[i])
+        stopped += _stop(ints, bits, counts, meta, done[i])
     for i in range(new.shape[0]):
-        stopped += _stop(ints, meta, new[i])
+        stopped += _stop(ints, bits, counts, meta, new[i])
     for i in range(entries.shape[0]):
         j = int(entries[i, E_JOB])
         was_pending = state[j] == PENDING
         if was_pending:
-            _flip(bits, counts, cls[j] * levels + level[j], slot[j], False)
+            _flip(bits, counts, (cls[j] + 1) * levels + level[j], slot[j], False)
         else:
             meta[PENDING_JOBS] += 1
         state[j] = PENDING
@@ -233,7 +237,7 @@ def enter(
         cls[j] = c
         ints[j, TYPES] = int(entries[i, E_TYPES])
         ints[j, GPUS] = classes[CLASS_GPUS, c]
-        _flip(bits, counts, c * levels + level[j], slot[j], True)
+        _flip(bits, counts, (c + 1) * levels + level[j], slot[j], True)
         floats[j, SERVICE] = service
         if service > 0.0:  # it has run (held GPUs) before
             since, run = entries[i, E_SINCE], entries[i, E_RUN]
@@ -245,7 +249,14 @@ def enter(
 
 
 def relevel(
-    ints: np.ndarray, floats: np.ndarray, thresholds: np.ndarray, now: float, jobs: np.ndarray, services: np.ndarray
+    ints: np.ndarray,
+    floats: np.ndarray,
+    bits: np.ndarray,
+    counts: np.ndarray,
+    thresholds: np.ndarray,
+    now: float,
+    jobs: np.ndarray,
+    services: np.ndarray,
 ) -> None:
     """The running ``jobs`` whose level check fell due, with their attained ``services`` now: a
     new level, and a new check then (else, within the margin of a threshold, the same check:
@@ -255,14 +266,17 @@ def relevel(
         j = jobs[i]
         new = _level(thresholds, services[i] - floats[j, OFFSET])
         if new != level[j]:
+            _flip(bits, counts, level[j], ints[j, SLOT], False)
             level[j] = new
+            _flip(bits, counts, new, ints[j, SLOT], True)
             floats[j, CHECK] = _check_time(thresholds, new, floats[j, OFFSET], now, ints[j, GPUS], services[i])
 
 
-def _stop(ints: np.ndarray, meta: np.ndarray, j: int) -> int:
+def _stop(ints: np.ndarray, bits: np.ndarray, counts: np.ndarray, meta: np.ndarray, j: int) -> int:
     """Stop tracking job ``j`` as running, if it is: 1 if it was."""
     if ints[j, STATE] != RUNNING:
         return 0
+    _flip(bits, counts, ints[j, LEVEL], ints[j, SLOT], False)
     listed, listed_at = ints[:, LISTED], ints[:, LISTED_AT]
     r = meta[RUNS] - 1
     last = listed[r]
@@ -334,7 +348,7 @@ def _promote(
     if not now - floats[j, SINCE] > knob * floats[j, RUN]:
         return False
     floats[j, OFFSET] = floats[j, SERVICE]
-    level, row = ints[j, LEVEL], ints[j, CLASS] * levels
+    level, row = ints[j, LEVEL], (ints[j, CLASS] + 1) * levels
     if level != 0:
         _flip(bits, counts, row + level, ints[j, SLOT], False)
         ints[j, LEVEL] = 0
@@ -369,45 +383,29 @@ def choose(
     of whose jobs can fit is passed over). ``free``: free GPUs per training type. Writes the
     chosen pending jobs (rank order) into ``starts[0]``, their types into ``starts[1]``, the
     running jobs not kept into ``dropped``; returns how many of each."""
-    level, gpus, on, types, slot, at_slot = (
-        ints[:, LEVEL],
-        ints[:, GPUS],
-        ints[:, ON],
-        ints[:, TYPES],
-        ints[:, SLOT],
-        ints[:, AT_SLOT],
-    )
-    runs = meta[RUNS]
+    gpus, on, types, at_slot = ints[:, GPUS], ints[:, ON], ints[:, TYPES], ints[:, AT_SLOT]
     listed = ints[:, LISTED]
     end = ints.shape[0]  # no slot
     budget = free.copy()
     below = np.zeros_like(free)  # GPUs held by running jobs not yet reached, per type
-    keys = np.empty(runs, dtype=np.int64)
-    for i in range(runs):
+    for i in range(meta[RUNS]):
         j = listed[i]
-        keys[i] = level[j] * end + slot[j]
         if on[j] >= 0:
             below[on[j]] += gpus[j]
-    where = np.argsort(keys)
-    ranked = listed[:runs][where]
-    kept = np.zeros(runs, dtype=np.bool_)
     budget += below
+    nd = 0
     left = budget.sum()
     ns = 0
     width = type_lists.shape[1]
     n_classes = classes.shape[1]
     heads = np.empty(n_classes, dtype=np.int64)
-    ri = 0
-    for lv in range(levels):
-        if left == 0:
-            break
+    lv = 0
+    rs = _next(bits, 0, 0, end) if counts[0] > 0 else end  # the next running job's slot at level lv
+    while lv < levels and left > 0:
         for c in range(n_classes):
-            row = c * levels + lv
+            row = (c + 1) * levels + lv
             heads[c] = _next(bits, row, 0, end) if counts[row] > 0 else end
         while left > 0:
-            rs = end
-            if ri < runs and level[ranked[ri]] == lv:
-                rs = slot[ranked[ri]]
             ps = end
             pc = -1
             for c in range(n_classes):
@@ -420,7 +418,8 @@ def choose(
             if rs == end and ps == end:
                 break
             if rs < ps:
-                j = ranked[ri]
+                j = at_slot[rs]
+                rs = _next(bits, lv, rs + 1, end)
                 t = on[j]
                 if t >= 0:  # (else on a type outside the training pool: dropped)
                     need = gpus[j]
@@ -428,11 +427,12 @@ def choose(
                     if need <= budget[t]:
                         budget[t] -= need
                         left -= need
-                        kept[where[ri]] = True
-                ri += 1
+                        continue
+                dropped[nd] = j
+                nd += 1
                 continue
             j = at_slot[ps]
-            heads[pc] = _next(bits, pc * levels + lv, ps + 1, end)
+            heads[pc] = _next(bits, (pc + 1) * levels + lv, ps + 1, end)
             need = gpus[j]
             row = types[j]
             chosen = -1
@@ -456,11 +456,18 @@ def choose(
                 ns += 1
                 budget[chosen] -= need
                 left -= need
-    nd = 0
-    for i in range(runs):
-        if not kept[i]:
-            dropped[nd] = listed[i]
+        if left > 0:
+            lv += 1
+            if lv < levels:
+                rs = _next(bits, lv, 0, end) if counts[lv] > 0 else end
+    while lv < levels:  # every GPU given: the running jobs not reached are dropped
+        while rs < end:
+            dropped[nd] = at_slot[rs]
             nd += 1
+            rs = _next(bits, lv, rs + 1, end)
+        lv += 1
+        if lv < levels:
+            rs = _next(bits, lv, 0, end) if counts[lv] > 0 else end
     return ns, nd
 
 
@@ -482,7 +489,7 @@ def next_fit(
     for c in range(n_classes):
         if _fits(classes, c, free):
             for lv in range(levels):
-                if counts[c * levels + lv] > 0:
+                if counts[(c + 1) * levels + lv] > 0:
                     fits[c] = True
                     some = True
                     break
@@ -493,7 +500,7 @@ def next_fit(
         p = at - first * end if lv == first else 0
         best = end
         for c in range(n_classes):
-            row = c * levels + lv
+            row = (c + 1) * levels + lv
             if fits[c] and counts[row] > 0:
                 s = _next(bits, row, p, best)
                 if s < best:

@@ -20,13 +20,15 @@ fail to start it, every round: the preempted jobs restart, lose what they ran to
 checkpoint at the next round, and never progress.
 
 Implementation (speed only, the decisions are the ones above, so that thousands of queued jobs
-cost little per decision): the policy keeps its jobs in per-job tables (their state, level,
-GPUs, type, size class; promotion and level-check times) and its jobs listed by (submit time,
-job id), so that rank order is one pass per level over that list; the passes (the round's
-promotions, its due level checks, its choice; the backfill's next job) are compiled kernels
-(``heuristics._tiresias``). A pending job's rank changes only when it is promoted (its service
-does not grow while it waits), a running job's only when its service may have crossed a
-threshold (checked at the time it may, known from its GPUs).
+cost little per decision): the jobs get fixed slots in the order of (submit time, job id), so a
+rank orders as (level, slot); the pending jobs sit in bitsets per (size class, level), the
+running ones in one per level, and a walk in rank order merges the next set bits (a class that
+cannot fit is passed over whole). Promotions come from a heap of the times they fall due; a
+running job's level is looked at only when its service may have crossed a threshold (known from
+its GPUs). These structures and the walks (the round's choice, the backfill's next job) are
+compiled kernels over per-job tables (``heuristics._tiresias``); a pending job's rank changes
+only when it is promoted (its service does not grow while it waits). Starts are batched into the
+next sync.
 """
 
 from __future__ import annotations
@@ -106,6 +108,7 @@ class Tiresias:
         self._slot[:] = -1
         self._check[:] = _INF
         self._slots = 0  # slots given
+        self._given = bytearray(n)  # whether a job has one (cheaper to read than the table)
         self._last: tuple[float, int] = (-_INF, -1)  # the (submit time, job) of the last slot
         self._meta = np.zeros(4, dtype=np.int64)  # kern.HEAP ...
         self._heap = np.zeros((1024, 3), dtype=np.float64)
@@ -122,15 +125,18 @@ class Tiresias:
         self._classes = np.zeros((2, 0), dtype=np.int64)
         self._bits = np.zeros((0, (n + 31) // 32 + 3), dtype=np.int64)  # 2 more: see kern._next
         self._counts = np.zeros(0, dtype=np.int64)
+        self._add_rows()  # the running jobs' rows
         self._list_of: dict[tuple[str, ...], int] = {}
         self._type_lists = np.full((0, max(1, len(names))), -1, dtype=np.int64)
 
     def _list(self, view: ClusterView, jobs: Sequence[int]) -> None:
         """Give the ``jobs`` without one a slot: by (submit time, job id) among all given."""
-        slot, spec_of = self._slot, view.job
-        new = sorted((spec_of(job).submit_time, job) for job in jobs if slot[job] < 0)
+        slot, spec_of, given = self._slot, view.job, self._given
+        new = sorted((spec_of(job).submit_time, job) for job in jobs if not given[job])
         if not new:
             return
+        for _, job in new:
+            given[job] = 1
         if new[0] > self._last:
             first = self._slots
             self._slots += len(new)
@@ -145,9 +151,12 @@ class Tiresias:
             slot[ids] = np.arange(self._slots)
             self._at_slot[: self._slots] = ids
             ints, bits = self._ints, self._bits
-            pending = np.flatnonzero(ints[:, kern.STATE] == kern.PENDING)
-            rows = ints[pending, kern.CLASS] * self._levels + ints[pending, kern.LEVEL]
-            at = slot[pending]
+            state = ints[:, kern.STATE]
+            pending, running = np.flatnonzero(state == kern.PENDING), np.flatnonzero(state == kern.RUNNING)
+            rows = np.concatenate(
+                [(ints[pending, kern.CLASS] + 1) * self._levels + ints[pending, kern.LEVEL], ints[running, kern.LEVEL]]
+            )
+            at = slot[np.concatenate([pending, running])]
             bits[:] = 0
             np.bitwise_or.at(bits, (rows, at >> 5), np.left_shift(1, at & 31))
             bits[:, -1] = self._jobs  # bounds on the first and the last slot set
@@ -266,7 +275,7 @@ class Tiresias:
         if checks:
             jobs = out[:checks].copy()
             services = np.array([view.attained_service(job) for job in jobs.tolist()], dtype=np.float64)
-            self._k.relevel(self._ints, self._floats, self._bounds, now, jobs, services)
+            self._k.relevel(self._ints, self._floats, self._bits, self._counts, self._bounds, now, jobs, services)
 
     def _reprioritise(self, view: ClusterView) -> Iterator[Action]:
         """Bring the ranks up to date; preempt what falls outside the GPU budget in rank order;
@@ -317,11 +326,15 @@ class Tiresias:
             gpus, allowed = size
             bits = sum(1 << i for i, t in enumerate(self._training) if allowed is None or t in allowed)
             self._classes = np.concatenate([self._classes, np.array([[gpus], [bits]], dtype=np.int64)], axis=1)
-            rows = np.zeros((self._levels, self._bits.shape[1]), dtype=np.int64)
-            rows[:, -2:] = kern.EMPTY, -1  # bounds on the first and the last slot set: none
-            self._bits = np.concatenate([self._bits, rows])
-            self._counts = np.concatenate([self._counts, np.zeros(self._levels, dtype=np.int64)])
+            self._add_rows()
         return c
+
+    def _add_rows(self) -> None:
+        """A row of bits per level (empty), for a class or the running jobs."""
+        rows = np.zeros((self._levels, self._bits.shape[1]), dtype=np.int64)
+        rows[:, -2:] = kern.EMPTY, -1  # bounds on the first and the last slot set: none
+        self._bits = np.concatenate([self._bits, rows])
+        self._counts = np.concatenate([self._counts, np.zeros(self._levels, dtype=np.int64)])
 
     def _types(self, view: ClusterView, spec: JobSpec) -> list[str]:
         """``types_for`` the training pool at the job's request, kept per (allowed types, model,
