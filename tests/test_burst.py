@@ -352,3 +352,27 @@ def test_tiresias_size_classes_tell_apart_only_what_a_fit_reads():
         spec = JobSpec(0, "j", 0.0, 100.0, 4, 4, 4, "resnet50", gpu_types=allowed)
         view = Engine(servers, [spec], Tiresias()).view
         assert Tiresias()._size(view, spec) == (4, expected), allowed
+
+
+def test_tiresias_slots_given_out_of_order_are_renumbered_and_the_walk_follows():
+    # jobs 3 and 4 get slots first, then 0..2 (the same submit time as 3, lower ids): every slot is
+    # given again in (submit time, id) order, and the pending jobs' bits move with their slots
+    servers = [ServerSpec(0, V100, 8, Pool.TRAINING)]
+    specs = [JobSpec(j, f"j{j}", 10.0 if j < 4 else 20.0, 100.0, 2, 2, 2, "resnet50") for j in range(5)]
+    view = Engine(servers, specs, Tiresias()).view
+    policy = Tiresias()
+    policy._tables(view)
+    policy._list(view, [4, 3])
+    assert policy._ints[:2, kern.AT_SLOT].tolist() == [3, 4]
+    kind = (policy._size_class(view, specs[3]), policy._type_list(view, specs[3]))
+    policy._apply((), (), [x for j in (3, 4) for x in (j, *kind, 0.0, 0.0, 0.0)])  # 3 and 4 pending
+    policy._list(view, [2, 0, 1])
+    assert policy._ints[:5, kern.AT_SLOT].tolist() == [0, 1, 2, 3, 4]
+    assert [policy._ints[j, kern.SLOT] for j in range(5)] == [0, 1, 2, 3, 4]
+    free = np.array([8])
+    walk = []
+    at = 0
+    while (at := policy._k.next_fit(policy._ints, policy._bits, policy._counts, policy._classes, 3, free, at)) >= 0:
+        walk.append(int(policy._ints[at % 5, kern.AT_SLOT]))
+        at += 1
+    assert walk == [3, 4]
