@@ -6,14 +6,13 @@ import bisect
 import heapq
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Generic, TypeVar
+from typing import Annotated
 
 from envs.sim.model import JobSpec, Pool
 from envs.sim.policy import Alloc, ClusterView, JobStatus, Start
 from envs.sim.settings import Choice, Settings
 
 _PENDING = JobStatus.PENDING  # bound once: a member lookup costs ten globals
-T = TypeVar("T")
 
 TRAINING_ONLY: tuple[Pool, ...] = (Pool.TRAINING,)
 TYPE_ORDERS = ("fastest", "listed")
@@ -327,36 +326,6 @@ class RankedQueue:
                 heapq.heapreplace(heap, (following, c))
             else:
                 heapq.heappop(heap)
-
-
-class DueTimes(Generic[T]):
-    """Items due at times: :meth:`pop` hands over all the items of the earliest time at once, in
-    the order they were pushed. A heap of the distinct times (floats: cheaper to compare than the
-    tuples a heap of (time, item) would hold) beside each time's items; for a reader whose items
-    of one time may be taken in any order."""
-
-    def __init__(self) -> None:
-        self._times: list[float] = []
-        self._items: dict[float, list[T]] = {}
-
-    def __len__(self) -> int:
-        return len(self._times)
-
-    def push(self, t: float, item: T) -> None:
-        items = self._items.get(t)
-        if items is None:
-            self._items[t] = [item]
-            heapq.heappush(self._times, t)
-        else:
-            items.append(item)
-
-    def first(self) -> float:
-        """The earliest time (there must be one)."""
-        return self._times[0]
-
-    def pop(self) -> list[T]:
-        """The items of the earliest time, which leaves (there must be one)."""
-        return self._items.pop(heapq.heappop(self._times))
 
 
 class Room:

@@ -20,41 +20,38 @@ fail to start it, every round: the preempted jobs restart, lose what they ran to
 checkpoint at the next round, and never progress.
 
 Implementation (speed only, the decisions are the ones above, so that thousands of queued jobs
-cost little per decision): the pending jobs are kept sorted by rank in one list per size class
-(GPUs and allowed types), so a walk in rank order passes over a whole class once its jobs no
-longer fit (the round's budget, or the free GPUs between rounds); a pending job's rank changes
-only when it is promoted (its service does not grow while it waits), and the promotions due are
-taken from a heap of the times they fall due.
+cost little per decision): the jobs get fixed slots in the order of (submit time, job id), so a
+rank orders as (level, slot); the pending jobs sit in bitsets per (size class, level), the
+running ones in one per level, and a walk in rank order merges the next set bits (a class that
+cannot fit is passed over whole). Promotions come from a heap of the times they fall due; a
+running job's level is looked at only when its service may have crossed a threshold (known from
+its GPUs). These structures and the walks (the round's choice, the backfill's next job) are
+compiled kernels over per-job tables (``heuristics._tiresias``); a pending job's rank changes
+only when it is promoted (its service does not grow while it waits). Starts are batched into the
+next sync.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right, insort
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from operator import itemgetter
 from typing import Annotated
+
+import numpy as np
 
 from envs.sim.model import JobSpec, Pool
 from envs.sim.policy import Action, Alloc, ClusterView, FewestJobsReclaim, JobStatus, Preempt, Start
 from envs.sim.settings import Choice, Each, Num, Settings
-from heuristics.common import (
-    TRAINING_ONLY,
-    TYPE_ORDERS,
-    DueTimes,
-    RankedQueue,
-    Room,
-    Size,
-    free_gpus,
-    pack,
-    types_for,
-)
+from heuristics import _tiresias as kern
+from heuristics.common import TRAINING_ONLY, TYPE_ORDERS, Size, free_gpus, pack, types_for
 from heuristics.registry import register
 
 _PENDING, _RUNNING = JobStatus.PENDING, JobStatus.RUNNING  # bound once: a member lookup costs ten globals
 _TRAINING = Pool.TRAINING
-
-Key = tuple[float, ...]  # (queue level, submit time, job): the rank, smaller first
+_INF, _NAN = float("inf"), float("nan")
+_NO_STARTS = np.zeros((0, 5))
+_NO_JOBS = np.zeros(0, dtype=np.int64)
+_NO_ENTRIES = np.zeros((0, 6))
 
 
 @dataclass(frozen=True)
@@ -70,12 +67,15 @@ class TiresiasConfig(Settings):
     type_order: Annotated[str, Choice(TYPE_ORDERS)] = "fastest"
 
 
-Row = tuple[Key, str | None, int]  # a running job's (rank, GPU type, GPUs)
-_gpus = itemgetter(2)  # a row's GPUs
-
-
 @dataclass
 class Tiresias:
+    """The round's choice: the jobs that fit the per-type GPU budget in rank order, running and
+    pending alike; the running ones not chosen are preempted, the pending ones chosen start. A
+    running job keeps its type. A pending job takes the first type it allows (in the order of
+    ``type_order``, ``heuristics.common.types_for``) that holds it without displacing any running
+    job ranked below it, else the first whose budget still holds it (those running jobs are then
+    preempted), else it is not chosen."""
+
     config: TiresiasConfig = field(default_factory=TiresiasConfig)
     name: str = "tiresias"
     borrows: bool = False
@@ -83,215 +83,232 @@ class Tiresias:
     def __post_init__(self) -> None:
         self.round_s: float | None = self.config.round_s
         self._thresholds = [h * 3600.0 for h in self.config.thresholds_gpu_h]
-        self._offset: dict[int, float] = {}  # service forgiven by promotions
-        self._ranked = RankedQueue()  # the pending jobs, by rank; size class (GPUs, types)
+        self._levels = len(self._thresholds) + 1
         self._cursor = 0  # position in the engine's queue log
         self._finished = 0  # position in the engine's log of finishes
-        self._due: DueTimes[tuple[int, float, float]] = DueTimes()  # at promotion due: (job, queued since, run time)
-        self._since: dict[int, float] = {}  # when a job with an entry in _due last entered the queue
-        self._rows: list[Row] = []  # the running jobs, sorted by rank (their level as of _checks)
-        self._row: dict[int, Row] = {}  # job -> its row
-        self._held: dict[str | None, int] = {}  # GPUs of the rows, per type
-        self._checks: DueTimes[tuple[int, int]] = DueTimes()  # when a running job may reach its next level: (job, run)
-        self._run: dict[int, int] = {}  # job -> its run's number (stale checks are skipped)
-        self._runs = 0
-        self._type_lists: dict[tuple[frozenset[str] | None, str, int], list[str]] = {}  # see _types
+        self._types_of: dict[tuple[frozenset[str] | None, str, int], list[str]] = {}  # see _types
         self._sizes: dict[Size, Size] = {}  # see _size
         self._reclaim = FewestJobsReclaim()
+        self._jobs = -1  # the tables' width (the engine's jobs) once made, see _tables
+        self._batch: list[float] = []  # starts not yet in the tables (their S_* columns, one after the other)
+        self._kinds: dict[int, tuple[int, int]] = {}  # job -> its class and type list (see _sync)
+        self._preempts: dict[int, Preempt] = {}
+        self._pending = 0  # pending jobs in the tables, less the starts since
+        self._running = 0  # jobs tracked as running, with the starts since
 
-    def _level(self, job: int, service: float) -> int:
-        """The queue of a job with this attained service."""
-        return bisect_right(self._thresholds, service - self._offset.get(job, 0.0))
+    def _tables(self, view: ClusterView) -> None:
+        """Make the state (``heuristics._tiresias``) for the engine's jobs."""
+        self._k = kern.kernels()
+        n = self._jobs = view.num_jobs
+        self._ints = np.zeros((n, kern.INT_ROWS), dtype=np.int64)
+        self._floats = np.zeros((n, kern.FLOAT_ROWS), dtype=np.float64)
+        self._slot, self._at_slot = self._ints[:, kern.SLOT], self._ints[:, kern.AT_SLOT]
+        self._check = self._floats[:, kern.CHECK]
+        self._bounds = np.array(self._thresholds, dtype=np.float64)
+        self._slot[:] = -1
+        self._check[:] = _INF
+        self._slots = 0  # slots given
+        self._given = bytearray(n)  # whether a job has one (cheaper to read than the table)
+        self._last: tuple[float, int] = (-_INF, -1)  # the (submit time, job) of the last slot
+        self._meta = np.zeros(4, dtype=np.int64)  # kern.HEAP ...
+        self._heap = np.zeros((1024, 3), dtype=np.float64)
+        self._out = np.zeros(n, dtype=np.int64)  # kernel outputs
+        self._chosen = np.zeros((2, n), dtype=np.int64)
+        names = []
+        for t, p in view.pool_types():
+            if p in TRAINING_ONLY and t not in names:
+                names.append(t)
+        self._training = names  # the training types, in the cluster's order
+        self._type_index = {t: i for i, t in enumerate(names)}
+        self._free = np.zeros(len(names), dtype=np.int64)
+        self._class_of: dict[Size, int] = {}
+        self._classes = np.zeros((2, 0), dtype=np.int64)
+        self._bits = np.zeros((0, (n + 31) // 32 + 3), dtype=np.int64)  # 2 more: see kern._next
+        self._counts = np.zeros(0, dtype=np.int64)
+        self._add_rows()  # the running jobs' rows
+        self._list_of: dict[tuple[str, ...], int] = {}
+        self._type_lists = np.full((0, max(1, len(names))), -1, dtype=np.int64)
 
-    def _sync(self, view: ClusterView) -> None:
-        """Take in the jobs that entered the queue (ranked now) and left it for good since the
-        last sync."""
-        new, self._cursor = view.entered_since(self._cursor)
-        done, self._finished = view.finished_since(self._finished)
-        row_of = self._row
-        for job in done:
-            if job in row_of:
-                self._drop(job)
+    def _list(self, view: ClusterView, jobs: Sequence[int]) -> None:
+        """Give the ``jobs`` without one a slot: by (submit time, job id) among all given."""
+        slot, spec_of, given = self._slot, view.job, self._given
+        new = sorted((spec_of(job).submit_time, job) for job in jobs if not given[job])
         if not new:
             return
-        knob, thresholds, offset, since_of, due = (
+        for _, job in new:
+            given[job] = 1
+        if new[0] > self._last:
+            first = self._slots
+            self._slots += len(new)
+            ids = [job for _, job in new]
+            slot[ids] = np.arange(first, self._slots)
+            self._at_slot[first : self._slots] = ids
+        else:  # one ranks before a job given a slot (a tie in submit times, out of id order): all again
+            old = np.flatnonzero(slot >= 0).tolist()
+            keys = sorted([(spec_of(job).submit_time, job) for job in old] + new)
+            ids = [job for _, job in keys]
+            self._slots = len(ids)
+            slot[ids] = np.arange(self._slots)
+            self._at_slot[: self._slots] = ids
+            ints, bits = self._ints, self._bits
+            state = ints[:, kern.STATE]
+            pending, running = np.flatnonzero(state == kern.PENDING), np.flatnonzero(state == kern.RUNNING)
+            rows = np.concatenate(
+                [(ints[pending, kern.CLASS] + 1) * self._levels + ints[pending, kern.LEVEL], ints[running, kern.LEVEL]]
+            )
+            at = slot[np.concatenate([pending, running])]
+            bits[:] = 0
+            np.bitwise_or.at(bits, (rows, at >> 5), np.left_shift(1, at & 31))
+            bits[:, -1] = self._jobs  # bounds on the first and the last slot set
+
+        self._last = max(self._last, new[-1])
+
+    def _sync(self, view: ClusterView) -> None:
+        """Take in the starts since the last sync, and the jobs that entered the queue (ranked
+        now) and left it for good since."""
+        if self._jobs < 0:
+            self._tables(view)
+        new, self._cursor = view.entered_since(self._cursor)
+        done, self._finished = view.finished_since(self._finished)
+        if not (new or done or self._batch):
+            return
+        entries: list[float] = []  # their E_* columns, one after the other
+        if new:
+            self._list(view, new)
+            kinds, status_of, service_of = self._kinds, view.status_of, view.attained_service
+            for job in new:
+                if status_of(job) is not _PENDING:
+                    continue
+                kind = kinds.get(job)
+                if kind is None:
+                    spec = view.job(job)
+                    kind = kinds[job] = (self._size_class(view, spec), self._type_list(view, spec))
+                service = service_of(job)
+                if service > 0.0:  # it has run (held GPUs) before: its promotion falls due
+                    entries += (job, *kind, service, view.queued_since(job), view.run_time(job))
+                else:
+                    entries += (job, *kind, service, 0.0, 0.0)
+        self._apply(done, new, entries)
+
+    def _apply(self, done: Sequence[int], new: Sequence[int], entries: list[float]) -> None:
+        """``kernels().enter``: the batched starts, then these."""
+        heap = self._heap
+        if self._meta[kern.HEAP] + len(entries) > heap.shape[0]:
+            self._heap = np.concatenate([heap, np.zeros_like(heap)])
+        batch, self._batch = self._batch, []
+        stopped, self._pending = self._k.enter(
+            self._ints,
+            self._floats,
+            self._bits,
+            self._counts,
+            self._heap,
+            self._meta,
+            self._classes,
+            self._bounds,
             self.config.promote_knob,
-            self._thresholds,
-            self._offset,
-            self._since,
-            self._due,
+            np.array(batch, dtype=np.float64).reshape(-1, 5) if batch else _NO_STARTS,
+            np.array(done, dtype=np.int64) if done else _NO_JOBS,
+            np.array(new, dtype=np.int64) if new else _NO_JOBS,
+            np.array(entries, dtype=np.float64).reshape(-1, 6) if entries else _NO_ENTRIES,
         )
-        status_of, spec_of, service_of = view.status_of, view.job, view.attained_service
-        entries = []
-        for job in new:
-            if job in row_of:
-                self._drop(job)  # preempted by the engine (a failure)
-            if status_of(job) is not _PENDING:
-                continue
-            spec = spec_of(job)
-            service = service_of(job)
-            level = bisect_right(thresholds, service - offset.get(job, 0.0))  # _level
-            entries.append((job, (level, spec.submit_time, job), self._size(view, spec)))
-            if service > 0.0:  # it has run (held GPUs) before
-                since, run_time = view.queued_since(job), view.run_time(job)
-                since_of[job] = since
-                due.push(since + knob * run_time, (job, since, run_time))
-        self._ranked.extend(entries)
+        self._running -= stopped
 
     def decide(self, view: ClusterView) -> Iterator[Action]:
         self._sync(view)
         if view.round_tick and view.pending:  # with nobody waiting, every running job keeps its GPUs
             yield from self._reprioritise(view)
-        if not self._ranked or not free_gpus(view, TRAINING_ONLY):
+        if not self._pending or not free_gpus(view, TRAINING_ONLY):
             return  # nothing to start, or no room for any job
-        room = Room(view, TRAINING_ONLY)
-        for key in self._ranked.walk(room.fits):
-            job = int(key[-1])
+        free, slots, next_fit, levels = self._free_now(view), self._jobs, self._k.next_fit, self._levels
+        at = 0
+        while True:  # the backfill: the pending jobs in rank order that fit now
+            at = next_fit(self._ints, self._bits, self._counts, self._classes, levels, free, at)
+            if at < 0:
+                return
+            job = int(self._at_slot[at % slots])
             spec = view.job(job)
             placed = _place(view, spec, self._types(view, spec))
             assert placed is not None  # pack places a job exactly when one type it allows has room
             yield Start(job, placed[0])
-            self._ranked.discard(job)
-            self._started(view, job, key, placed[1], spec.num_gpus)
-            room.taken()
+            self._started(view, job, self._type_index[placed[1]], spec.num_gpus)
+            free = self._free_now(view)
+            at += 1
 
-    def _promote(self, view: ClusterView) -> None:
-        """A job that has waited more than ``promote_knob`` times its executed time goes back to
-        the first queue: its service so far is forgiven."""
-        now, due = view.now, self._due
-        limit = now + 1e-9 * (1.0 + abs(now))  # candidates up to here (rounding aside)
-        if not due or due.first() > limit:
-            return
-        late: list[tuple[float, tuple[int, float, float]]] = []
-        knob, since_of, status_of = self.config.promote_knob, self._since, view.status_of
-        offset, thresholds, add, service_of, spec_of = (
-            self._offset,
-            self._thresholds,
-            self._ranked.add,
-            view.attained_service,
-            view.job,
-        )
-        while due and due.first() <= limit:
-            t = due.first()
-            for entry in due.pop():  # (each job's promotion is its own: any order will do)
-                job, since, run_time = entry
-                if status_of(job) is not _PENDING or since_of[job] != since:
-                    continue  # it started since: a later wait gets an entry of its own
-                if now - since > knob * run_time:  # (a wait's run time is fixed)
-                    service = offset[job] = service_of(job)
-                    spec = spec_of(job)
-                    level = bisect_right(thresholds, service - service)  # _level, its service forgiven
-                    add(job, (level, spec.submit_time, job), self._size(view, spec))
-                else:
-                    late.append((t, entry))
-        for t, entry in late:
-            due.push(t, entry)
+    def _free_now(self, view: ClusterView) -> np.ndarray:
+        """Free GPUs per training type (on placeable servers)."""
+        free = self._free
+        for i, t in enumerate(self._training):
+            free[i] = view.total_free(t, _TRAINING)
+        return free
 
-    # --- the running jobs' ranks, kept up to date between rounds
-    def _key(self, view: ClusterView, job: int, service: float) -> Key:
-        """A job's rank with this attained ``service``."""
-        return (self._level(job, service), view.job(job).submit_time, job)
-
-    def _started(self, view: ClusterView, job: int, key: Key, gpu_type: str | None, gpus: int) -> None:
-        """Track a job that runs on ``gpus`` GPUs of ``gpu_type`` since now, ranked ``key`` (its
-        rank while it waited: its service has not grown since): its row, and when its level may
-        rise."""
-        service = view.attained_service(job)
-        row = (key, gpu_type, gpus)
-        insort(self._rows, row)
-        self._row[job] = row
-        held = self._held
-        held[gpu_type] = held.get(gpu_type, 0) + gpus
-        self._runs += 1
-        self._run[job] = self._runs
-        self._check_at(view.now, job, row, service)
-
-    def _check_at(self, now: float, job: int, row: Row, service: float) -> None:
-        """Schedule the next look at a running job's level (its attained ``service`` now): a
-        little before its service, which grows by its GPUs every second it runs (its GPUs are
-        fixed: this policy never scales), would reach the next threshold. Until then its level
-        cannot change."""
-        level = int(row[0][0])
-        thresholds = self._thresholds
-        if level >= len(thresholds):
-            return
-        gpus = row[2]
-        threshold = thresholds[level]
-        left = threshold + self._offset.get(job, 0.0) - service
-        t = now + left / gpus
-        # rounding in the view's sum is far below this margin (relative 1e-9 against 1e-16)
-        margin = 1e-9 * (1.0 + abs(now) + abs(t) + (threshold + abs(left)) / gpus)
-        self._checks.push(t - margin, (job, self._run[job]))
-
-    def _drop(self, job: int) -> None:
-        row = self._row.pop(job, None)
-        if row is not None:
-            rows = self._rows
-            del rows[bisect_left(rows, (row[0],))]
-            self._held[row[1]] -= row[2]
-
-    def _update_levels(self, view: ClusterView) -> None:
-        """Bring the running jobs' levels up to now (a running job's level only rises)."""
-        now, checks, row_of, run = view.now, self._checks, self._row, self._run
-        if not checks or checks.first() > now:
-            return
-        thresholds, offset, rows, service_of = self._thresholds, self._offset, self._rows, view.attained_service
-        later: list[tuple[float, tuple[int, int]]] = []
-        while checks and checks.first() <= now:
-            t = checks.first()
-            for entry in checks.pop():  # (each job's row is its own: any order will do)
-                job = entry[0]
-                row = row_of.get(job)
-                if row is None or run[job] != entry[1]:
-                    continue  # it stopped since
-                key = row[0]
-                service = service_of(job)
-                level = bisect_right(thresholds, service - offset.get(job, 0.0))  # _level
-                if level == key[0]:
-                    later.append((t, entry))  # within the margin of its threshold: look again next round
-                    continue
-                del rows[bisect_left(rows, (key,))]
-                row = ((level, key[1], job), row[1], row[2])
-                insort(rows, row)
-                row_of[job] = row
-                self._check_at(now, job, row, service)
-        for t, entry in later:
-            checks.push(t, entry)
+    def _started(self, view: ClusterView, job: int, on: int, gpus: int, service: float = _NAN) -> None:
+        """Track a job that runs on ``gpus`` GPUs of training type ``on`` (its index; -1:
+        another) since now: a pending one at its level (its service has not grown since it
+        entered), another (``_rebuild``) at the level of its attained ``service``. A batched
+        start: the next ``_apply`` takes it in."""
+        self._batch += (job, on, gpus, view.now, service)
+        self._running += 1
+        self._pending -= 1  # (a rebuild's count is set right after, by its _apply)
 
     def _rebuild(self, view: ClusterView) -> None:
         """Rank every running job afresh (when jobs run that this policy did not start)."""
-        self._rows, self._row, self._held, self._checks = [], {}, {}, DueTimes()
+        self._apply((), self._ints[: self._meta[kern.RUNS], kern.LISTED].tolist(), [])  # none runs
+        self._list(view, tuple(view.running))
         for job in view.running:
             if view.status_of(job) == _RUNNING:
                 _, gpu_type, _, _ = view.allocation(job)
-                self._started(view, job, self._key(view, job, view.attained_service(job)), gpu_type, view.workers(job))
+                on = -1 if gpu_type is None else self._type_index.get(gpu_type, -1)
+                self._started(view, job, on, view.workers(job), view.attained_service(job))
+        self._apply((), (), [])
+
+    def _up_to_date(self, view: ClusterView) -> None:
+        """Promote the jobs due; bring the running jobs' levels up to now (a running job's
+        level only rises)."""
+        if self._running != len(view.running):
+            self._rebuild(view)
+        now, out = view.now, self._out
+        limit = now + 1e-9 * (1.0 + abs(now))  # promotions up to here (rounding aside)
+        checks = self._k.due_now(
+            self._ints, self._floats, self._bits, self._counts, self._heap, self._meta, self._levels, now, limit,
+            self.config.promote_knob, out,
+        )  # fmt: skip
+        if checks:
+            jobs = out[:checks].copy()
+            services = np.array([view.attained_service(job) for job in jobs.tolist()], dtype=np.float64)
+            self._k.relevel(self._ints, self._floats, self._bits, self._counts, self._bounds, now, jobs, services)
 
     def _reprioritise(self, view: ClusterView) -> Iterator[Action]:
-        """Preempt what falls outside the GPU budget in rank order; start what is chosen."""
-        self._promote(view)
-        if len(self._row) != len(view.running):
-            self._rebuild(view)
-        self._update_levels(view)
-        dropped, starts = _choose(view, self._ranked, self._rows, self._held, self._types)
-        if dropped:
+        """Bring the ranks up to date; preempt what falls outside the GPU budget in rank order;
+        start what is chosen."""
+        self._up_to_date(view)
+        k, ints, out, levels = self._k, self._ints, self._out, self._levels
+        chosen = self._chosen
+        starts, drops = k.choose(
+            ints, self._bits, self._counts, self._meta, self._classes, self._type_lists, levels,
+            self._free_now(view), chosen, out,
+        )  # fmt: skip
+        if drops:
+            dropped = set(out[:drops].tolist())
+            preempts = self._preempts
             for job in tuple(view.running):
                 if job in dropped:
-                    yield Preempt(job)
-                    self._drop(job)
-        for key, gpu_type in starts:
-            job = int(key[-1])
+                    action = preempts.get(job)
+                    if action is None:
+                        action = preempts[job] = Preempt(job)  # (frozen: one will do for every time)
+                    yield action  # (it re-enters the queue: the next sync takes it off the running)
+        training = self._training
+        for job, t in zip(chosen[0, :starts].tolist(), chosen[1, :starts].tolist(), strict=True):
             spec = view.job(job)
-            placed = _place(view, spec, (gpu_type,))
+            placed = _place(view, spec, (training[t],))
             if placed is not None:
                 yield Start(job, placed[0])
-                self._ranked.discard(job)
-                self._started(view, job, key, gpu_type, spec.num_gpus)
+                self._started(view, job, t, spec.num_gpus)
         self._sync(view)  # the jobs just preempted, ranked by their fresh level
 
     def _size(self, view: ClusterView, spec: JobSpec) -> Size:
-        """The job's size class in the ranked queue: its GPUs and the training types it allows
-        (None: every one), so that jobs this policy cannot tell apart share a class (fewer
-        classes to merge in every walk; whether a job fits depends on nothing else)."""
+        """The job's size class: its GPUs and the training types it allows (None: every one), so
+        that jobs this policy cannot tell apart share a class (whether a job fits depends on
+        nothing else)."""
         size = (spec.num_gpus, spec.gpu_types)
         known = self._sizes.get(size)
         if known is None:
@@ -300,14 +317,44 @@ class Tiresias:
             known = self._sizes[size] = (spec.num_gpus, None if len(allowed) == len(set(training)) else allowed)
         return known
 
+    def _size_class(self, view: ClusterView, spec: JobSpec) -> int:
+        """The column of the job's size class (``_size``) in the class table."""
+        size = self._size(view, spec)
+        c = self._class_of.get(size)
+        if c is None:
+            c = self._class_of[size] = len(self._class_of)
+            gpus, allowed = size
+            bits = sum(1 << i for i, t in enumerate(self._training) if allowed is None or t in allowed)
+            self._classes = np.concatenate([self._classes, np.array([[gpus], [bits]], dtype=np.int64)], axis=1)
+            self._add_rows()
+        return c
+
+    def _add_rows(self) -> None:
+        """A row of bits per level (empty), for a class or the running jobs."""
+        rows = np.zeros((self._levels, self._bits.shape[1]), dtype=np.int64)
+        rows[:, -2:] = kern.EMPTY, -1  # bounds on the first and the last slot set: none
+        self._bits = np.concatenate([self._bits, rows])
+        self._counts = np.concatenate([self._counts, np.zeros(self._levels, dtype=np.int64)])
+
     def _types(self, view: ClusterView, spec: JobSpec) -> list[str]:
         """``types_for`` the training pool at the job's request, kept per (allowed types, model,
         GPUs): all it depends on (the throughput model's rates of that model at those GPUs)."""
         key = (spec.gpu_types, spec.model, spec.num_gpus)
-        types = self._type_lists.get(key)
+        types = self._types_of.get(key)
         if types is None:
-            types = self._type_lists[key] = types_for(view, spec, Pool.TRAINING, spec.num_gpus, self.config.type_order)
+            types = self._types_of[key] = types_for(view, spec, Pool.TRAINING, spec.num_gpus, self.config.type_order)
         return types
+
+    def _type_list(self, view: ClusterView, spec: JobSpec) -> int:
+        """The row of the job's ``_types`` (as training type indices) in the type-list table."""
+        names = tuple(self._types(view, spec))
+        row = self._list_of.get(names)
+        if row is None:
+            row = self._list_of[names] = len(self._list_of)
+            line = np.full((1, self._type_lists.shape[1]), -1, dtype=np.int64)
+            line[0, : len(names)] = [self._type_index[t] for t in names]
+            self._type_lists = np.concatenate([self._type_lists, line])
+        return row
 
     def reclaim(self, view: ClusterView, k: int) -> list[int]:
         return list(self._reclaim.reclaim(view, k))
@@ -326,108 +373,6 @@ def _place(view: ClusterView, spec: JobSpec, types: Sequence[str]) -> tuple[Allo
         if alloc is not None:
             return alloc, t
     return None
-
-
-def _choose(
-    view: ClusterView,
-    ranked: RankedQueue,
-    running: list[Row],
-    held: dict[str | None, int],
-    types: Callable[[ClusterView, JobSpec], list[str]],
-) -> tuple[set[int], list[tuple[Key, str]]]:
-    """The jobs that fit the per-type GPU budget in rank order: the running ones not kept (to
-    preempt), and the pending ones chosen (their ranks), in rank order, each with the type it is to
-    start on;
-    ``running``: the rows (rank, type, GPUs) of the running jobs, sorted; ``held``: their GPUs
-    per type; ``types``: the training types a job allows, in the order of the policy's
-    ``type_order`` (``heuristics.common.types_for``).
-
-    A running job keeps its type. A pending one takes the first type it allows (in that order)
-    that holds it without displacing any running job ranked below it, else the first whose
-    budget still holds it (those running jobs are then preempted), else it is not chosen.
-    """
-    budget: dict[str, int] = {}  # GPUs per training type not yet given to a chosen job
-    below: dict[str, int] = {}  # of those, GPUs held by running jobs not yet reached in the ranking
-    for t, p in view.pool_types():
-        if p in TRAINING_ONLY:
-            below[t] = held.get(t, 0)
-            budget[t] = view.total_free(t, p) + below[t]
-
-    def fits(size: Size) -> bool:
-        gpus, types = size
-        for t, b in budget.items():  # noqa: SIM110 (a loop: cheaper than any() over a generator, a hot path)
-            if gpus <= b and (types is None or t in types):
-                return True
-        return False
-
-    dropped: set[int] = set()
-    starts: list[tuple[Key, str]] = []
-    left = sum(budget.values())  # GPUs not yet given, all types
-
-    def take_pending(key: Key) -> None:
-        nonlocal left
-        spec: JobSpec = view.job(int(key[-1]))
-        need = spec.num_gpus
-        fallback = None  # the first type whose budget holds it, if none holds it without displacing
-        for t in types(view, spec):
-            b = budget.get(t, -1)
-            if need <= b:
-                if need <= b - below[t]:
-                    break
-                if fallback is None:
-                    fallback = t
-        else:
-            if fallback is None:
-                return
-            t = fallback
-        starts.append((key, t))
-        budget[t] -= need
-        left -= need
-
-    # the running jobs (all of them) and the pending ones of the classes that still fit, merged:
-    # the running rows i..j-1 rank above the next pending job
-    on_types = [t for t, gpus in held.items() if gpus]  # the types the rows run on (each holds >= 1 GPU)
-    only = on_types[0] if len(on_types) == 1 and on_types[0] in budget else None
-    pending = ranked.walk(fits)
-    head = next(pending, None)
-    i, n = 0, len(running)
-    while left:
-        j = n if head is None else bisect_left(running, (head,), i)
-        if all(budget[t] >= below[t] for t in budget):  # no deficit: each of them is kept
-            if only is not None:  # every row on one training type: their GPUs in one sum
-                need = sum(map(_gpus, running[i:j]))
-                budget[only] -= need
-                below[only] -= need
-            else:
-                for key, on, need in running[i:j]:
-                    if on in budget:
-                        budget[on] -= need
-                        below[on] -= need
-                    else:
-                        dropped.add(int(key[-1]))  # on a type outside the training pool
-            left = sum(budget.values())
-            i = j
-        else:
-            while i < j and left:
-                key, on, need = running[i]
-                i += 1
-                if on not in budget:
-                    dropped.add(int(key[-1]))
-                    continue
-                below[on] -= need
-                if need <= budget[on]:
-                    budget[on] -= need
-                    left -= need
-                else:
-                    dropped.add(int(key[-1]))
-            if i < j:
-                break  # every GPU given
-        if head is None:
-            break
-        take_pending(head)
-        head = next(pending, None)
-    dropped.update(int(key[-1]) for key, _, _ in running[i:])  # not reached: every GPU was given
-    return dropped, starts
 
 
 def tiresias(config: TiresiasConfig | None = None) -> Tiresias:

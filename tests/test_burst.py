@@ -20,6 +20,7 @@ from envs.sim import scenarios
 from envs.sim.engine import MAX_FUTILE_RESTARTS, DecisionError, Engine, SimConfig
 from envs.sim.model import A100, T4, V100, JobSpec, Pool, ServerSpec
 from envs.sim.policy import Action, ClusterView, ComposedScheduler, JobStatus, Preempt, Start
+from heuristics import _tiresias as kern
 from heuristics.common import TRAINING_ONLY, PackPlacement, RankedQueue, SortedKeys, SortedQueue, free_gpus
 from heuristics.fifo import by_remaining
 from heuristics.registry import make
@@ -233,30 +234,30 @@ def test_ranked_queue_extend_is_add_one_by_one():
     assert (0.5, 3) in everything and (3.0, 3) not in everything  # a job listed twice keeps its last entry
 
 
+def _fresh_level(policy: Tiresias, view: ClusterView, job: int) -> int:
+    """The job's queue from its attained service now (less what promotions forgave)."""
+    offset = float(policy._floats[job, kern.OFFSET])
+    return bisect.bisect_right(policy._thresholds, view.attained_service(job) - offset)
+
+
 class _CheckedTiresias(Tiresias):
-    """Tiresias checking, at every round, its kept rows against a ranking of every running job
-    made afresh (what the round did before the rows were kept between rounds)."""
+    """Tiresias checking, at every round, the ranks it keeps for the running jobs against a
+    ranking of every running job made afresh (what the round did before they were kept)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.rounds = 0
 
-    def _update_levels(self, view: ClusterView) -> None:
-        super()._update_levels(view)
-        fresh = sorted(
-            (
-                (
-                    bisect.bisect_right(self._thresholds, view.attained_service(j) - self._offset.get(j, 0.0)),
-                    view.job(j).submit_time,
-                    j,
-                ),
-                view.allocation(j)[1],
-                view.workers(j),
-            )
-            for j in view.running
-            if view.status_of(j) == JobStatus.RUNNING
-        )
-        assert self._rows == fresh, f"t={view.now}: the kept ranks differ from fresh ones"
+    def _up_to_date(self, view: ClusterView) -> None:
+        super()._up_to_date(view)
+        running = [j for j in view.running if view.status_of(j) == JobStatus.RUNNING]
+        kept = sorted(self._ints[: self._meta[kern.RUNS], kern.LISTED].tolist())
+        assert kept == sorted(running), f"t={view.now}: the jobs kept as running differ from the running ones"
+        for j in running:
+            assert self._ints[j, kern.STATE] == kern.RUNNING
+            assert self._ints[j, kern.LEVEL] == _fresh_level(self, view, j), f"t={view.now}: job {j}'s kept level"
+            assert self._ints[j, kern.GPUS] == view.workers(j)
+            assert self._training[self._ints[j, kern.ON]] == view.allocation(j)[1]
         self.rounds += 1
 
 
@@ -271,23 +272,46 @@ def test_tiresias_kept_ranks_are_the_fresh_ranks_at_every_round(scenario, overri
     assert policy.rounds > 100 and r.preemptions.sum() > 100
 
 
+def test_tiresias_takes_over_jobs_it_did_not_start():
+    # sjf decides the first 150 decisions, then Tiresias: at its first round it ranks afresh the
+    # jobs sjf started (its rebuild), and keeps their ranks right from there on
+    s = scenarios.get("default", {"workload.synthetic.num_jobs": "300"})
+    b = scenarios.build(s, 0, False)
+    policy = _CheckedTiresias()
+    engine = Engine(b.servers, b.jobs, policy, scenarios.shared_throughput(), b.demand, s.sim, b.failure_rng)
+    first = make("sjf")
+    first.round_s = policy.round_s  # the engine's round ticks were set for Tiresias
+    engine.scheduler = first
+    engine.start()
+    decisions = 0
+    while engine.next_decision():
+        decisions += 1
+        if decisions == 150:
+            assert len(engine.view.running) > 0
+            engine.scheduler = policy
+        engine._decide()
+    r = engine.result()
+    assert policy.rounds > 100 and int(np.isfinite(r.finish).sum()) == 300
+
+
 class _CheckedStarts(Tiresias):
     """Tiresias checking that every job it starts is ranked by a rank made afresh (the rank it
-    waited with is reused: its service does not grow while it waits)."""
+    waited with is reused: its service does not grow while it waits), and that the slots order
+    the jobs by (submit time, job id)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.starts = 0
 
-    def _started(self, view: ClusterView, job: int, key: tuple[float, ...], gpu_type: str | None, gpus: int) -> None:
-        fresh = (
-            bisect.bisect_right(self._thresholds, view.attained_service(job) - self._offset.get(job, 0.0)),
-            view.job(job).submit_time,
-            job,
-        )
-        assert key == fresh, f"t={view.now}: job {job} starts ranked {key}, not {fresh}"
-        self.starts += 1
-        super()._started(view, job, key, gpu_type, gpus)
+    def _started(self, view: ClusterView, job: int, on: int, gpus: int, service: float = float("nan")) -> None:
+        if service != service:  # a pending job (not a rebuild's)
+            level = self._ints[job, kern.LEVEL]
+            assert self._ints[job, kern.STATE] == kern.PENDING
+            assert level == _fresh_level(self, view, job), f"t={view.now}: job {job} starts at level {level}"
+            slots = self._ints[: self._slots, kern.AT_SLOT].tolist()
+            assert slots == sorted(slots, key=lambda j: (view.job(j).submit_time, j))
+            self.starts += 1
+        super()._started(view, job, on, gpus, service)
 
 
 @pytest.mark.parametrize(
@@ -328,3 +352,27 @@ def test_tiresias_size_classes_tell_apart_only_what_a_fit_reads():
         spec = JobSpec(0, "j", 0.0, 100.0, 4, 4, 4, "resnet50", gpu_types=allowed)
         view = Engine(servers, [spec], Tiresias()).view
         assert Tiresias()._size(view, spec) == (4, expected), allowed
+
+
+def test_tiresias_slots_given_out_of_order_are_renumbered_and_the_walk_follows():
+    # jobs 3 and 4 get slots first, then 0..2 (the same submit time as 3, lower ids): every slot is
+    # given again in (submit time, id) order, and the pending jobs' bits move with their slots
+    servers = [ServerSpec(0, V100, 8, Pool.TRAINING)]
+    specs = [JobSpec(j, f"j{j}", 10.0 if j < 4 else 20.0, 100.0, 2, 2, 2, "resnet50") for j in range(5)]
+    view = Engine(servers, specs, Tiresias()).view
+    policy = Tiresias()
+    policy._tables(view)
+    policy._list(view, [4, 3])
+    assert policy._ints[:2, kern.AT_SLOT].tolist() == [3, 4]
+    kind = (policy._size_class(view, specs[3]), policy._type_list(view, specs[3]))
+    policy._apply((), (), [x for j in (3, 4) for x in (j, *kind, 0.0, 0.0, 0.0)])  # 3 and 4 pending
+    policy._list(view, [2, 0, 1])
+    assert policy._ints[:5, kern.AT_SLOT].tolist() == [0, 1, 2, 3, 4]
+    assert [policy._ints[j, kern.SLOT] for j in range(5)] == [0, 1, 2, 3, 4]
+    free = np.array([8])
+    walk = []
+    at = 0
+    while (at := policy._k.next_fit(policy._ints, policy._bits, policy._counts, policy._classes, 3, free, at)) >= 0:
+        walk.append(int(policy._ints[at % 5, kern.AT_SLOT]))
+        at += 1
+    assert walk == [3, 4]
