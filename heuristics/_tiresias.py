@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from heuristics.jit import jit
+
 STATE, LEVEL, GPUS, ON, CLASS, TYPES, SLOT, AT_SLOT, LISTED, LISTED_AT, LATE_JOB = range(11)
 INT_ROWS = 11
 SERVICE, OFFSET, CHECK, SINCE, RUN, LATE_SINCE = range(6)
@@ -514,21 +516,12 @@ _KERNELS: Any = None
 
 
 def kernels() -> Any:
-    """The kernels above compiled by numba (nopython; cached on disk beside this file, or not
-    at all where it is read-only), on first use: numba is imported only then. (Not
-    ``heuristics.knapsack.compiled``: that one cannot give helpers shared by several kernels.)"""
+    """The kernels above compiled by numba (:func:`heuristics.jit.jit`), on first use: the
+    helpers first, as the kernels call them."""
     global _KERNELS
     if _KERNELS is None:
-        import numba
-
-        def jit(fn: Any) -> Any:
-            try:
-                return numba.njit(cache=True, nogil=True, error_model="numpy")(fn)
-            except RuntimeError:  # no writable cache location: compile anew
-                return numba.njit(nogil=True, error_model="numpy")(fn)
-
         g = globals()
         for name in ("_ctz", "_next", "_flip", "_push", "_pop", "_fits", "_stop", "_level", "_check_time", "_promote"):
-            g[name] = jit(g[name])  # first: the kernels call them
+            g[name] = jit(g[name])
         _KERNELS = SimpleNamespace(**{f.__name__: jit(f) for f in (enter, relevel, due_now, choose, next_fit)})
     return _KERNELS

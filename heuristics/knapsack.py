@@ -39,11 +39,11 @@ every option is heavier than the capacity (those take nothing).
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Sequence
 
 import numpy as np
+
+from heuristics.jit import compiled, compiled_calling
 
 Option = tuple[int, float]
 
@@ -153,59 +153,6 @@ def _solve(d0: np.ndarray, vals: np.ndarray, sizes: np.ndarray, capacity: int, c
     out = np.empty(len(sizes), dtype=np.int64)
     refuse(_dp(d0, vals, sizes, capacity, check, workspace(len(sizes), capacity), out), vals, sizes)
     return out
-
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def compiled(fn: F) -> F:
-    """``fn`` compiled by numba (nopython; IEEE division: ``x / 0`` is inf or nan, no exception;
-    cached on disk beside its file, or in numba's user-wide cache where that is read-only, or not
-    at all where both are) on its first call: numba is imported only then, most runs never need
-    it. ``compiled_calling`` for a kernel that calls other kernels."""
-    return compiled_calling()(fn)
-
-
-def compiled_calling(*kernels: str) -> Callable[[F], F]:
-    """:func:`compiled`, for a function that calls the compiled kernels named ``kernels`` (globals
-    of its module, made by :func:`compiled`): when it is compiled, their numba functions take their
-    place there (numba calls those directly, with no Python in between).
-
-    The kernels must be defined in the same file as ``fn``: numba's disk cache keeps the callees'
-    code inside the caller's and checks only the caller's file for changes, so a callee changed in
-    another file would leave the caller's cached code stale (numba's documented limitation,
-    numba/numba#1833). A kernel from another module is a ``TypeError`` when ``fn`` compiles."""
-
-    def wrap(fn: F) -> F:
-        jitted: Any = None
-
-        def dispatcher() -> Any:
-            nonlocal jitted
-            if jitted is None:
-                import numba
-
-                for name in kernels:
-                    kernel = fn.__globals__[name]
-                    if kernel.__module__ != fn.__module__:
-                        raise TypeError(
-                            f"{fn.__qualname__} calls the kernel {name} of {kernel.__module__}: numba's cache would "
-                            f"not see it change; define it in {fn.__module__}"
-                        )
-                    fn.__globals__[name] = kernel.dispatcher()
-                try:
-                    jitted = numba.njit(cache=True, nogil=True, error_model="numpy")(fn)
-                except RuntimeError:  # no writable cache location (read-only tree and home): compile anew
-                    jitted = numba.njit(nogil=True, error_model="numpy")(fn)
-            return jitted
-
-        @functools.wraps(fn)
-        def call(*args: Any) -> Any:
-            return (jitted or dispatcher())(*args)
-
-        call.dispatcher = dispatcher  # type: ignore[attr-defined]
-        return call  # type: ignore[return-value]
-
-    return wrap
 
 
 @compiled

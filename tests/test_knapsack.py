@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from heuristics import knapsack
-from heuristics.knapsack import compiled_calling, mckp_value, solve_mckp, solve_mckp_dense
+from heuristics.jit import compiled_calling
+from heuristics.knapsack import mckp_value, solve_mckp, solve_mckp_dense
 
 
 def brute_force(groups, capacity):
