@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Annotated
@@ -356,6 +357,30 @@ class Room:
             gpus, types = size
             ok = self._fits[size] = any(f >= gpus for t, f in free.items() if types is None or t in types)
         return ok
+
+
+Victim = tuple[float, int, int]  # (a sort key, job, GPUs): a running job that may yield its GPUs
+
+
+def take_room(
+    rows: list[Victim], free: dict[str, int], gpu_type: str, need: int, key_floor: float = -math.inf
+) -> list[int] | None:
+    """The jobs to preempt so that ``need`` GPUs of ``gpu_type`` are free: the first of ``rows``
+    (in their order, up to the first whose key is below ``key_floor``) whose GPUs, with the
+    ``free`` ones, reach ``need``. Those rows leave ``rows`` and ``free[gpu_type]`` keeps what is
+    left over; ``None`` (nothing changed) if they cannot reach it."""
+    taken, gpus = [], free[gpu_type]
+    for row in rows:
+        if gpus >= need or row[0] < key_floor:
+            break
+        taken.append(row)
+        gpus += row[2]
+    if gpus < need:
+        return None
+    for row in taken:
+        rows.remove(row)
+    free[gpu_type] = gpus - need
+    return [row[1] for row in taken]
 
 
 def free_gpus(view: ClusterView, pools: Sequence[Pool]) -> int:

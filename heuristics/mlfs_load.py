@@ -54,7 +54,7 @@ import numpy as np
 
 from envs.sim.model import JobSpec, Pool
 from envs.sim.policy import Action, ClusterView, JobStatus, Migrate, Preempt, Start, Stop
-from heuristics.common import types_for
+from heuristics.common import Victim, take_room, types_for
 from heuristics.mlfs_priority import Hopeless, MlfsConfig, job_priorities, ranked
 
 GPU, CPU, MEM, NET = range(4)
@@ -258,7 +258,7 @@ class MlfsLoadControl:
         jobs still checkpointing count as free (they are on their way)."""
         cfg = self.config
         free = {t: view.total_free(t, p) for t, p in view.pool_types() if p == Pool.TRAINING}
-        victims: dict[str, list[tuple[float, int, int]]] = {}  # type -> (-work left, job, GPUs)
+        victims: dict[str, list[Victim]] = {}  # type -> (-work left, job, GPUs)
         for job in sorted(view.running):
             status, gpu_type, base, _ = view.allocation(job)
             if gpu_type is None or any(view.servers[s].pool != Pool.TRAINING for s, _ in base):
@@ -280,18 +280,9 @@ class MlfsLoadControl:
                 free[fit] -= need
                 continue
             for t in types:
-                rows = victims.get(t, [])
-                taken, gpus = [], free[t]
-                for row in rows:
-                    if gpus >= need:
-                        break
-                    taken.append(row)
-                    gpus += row[2]
-                if gpus >= need:
-                    for row in taken:
-                        rows.remove(row)
-                        yield Preempt(row[1], graceful=True)
-                    free[t] = gpus - need
+                jobs = take_room(victims.get(t, []), free, t, need)
+                if jobs is not None:
+                    yield from (Preempt(j, graceful=True) for j in jobs)
                     break
 
     def _stops(self, view: ClusterView) -> Iterator[Action]:

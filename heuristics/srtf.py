@@ -23,7 +23,7 @@ from typing import Annotated
 from envs.sim.model import JobSpec, Pool
 from envs.sim.policy import Action, ClusterView, ComposedScheduler, JobStatus, Preempt
 from envs.sim.settings import Num
-from heuristics.common import PackConfig, PackPlacement, start_sizes, types_for
+from heuristics.common import PackConfig, PackPlacement, Victim, start_sizes, take_room, types_for
 from heuristics.fifo import QueueOrdering, by_remaining, requested
 from heuristics.registry import register
 
@@ -59,7 +59,7 @@ class ShortestRemainingFirst(QueueOrdering):
         if not view.round_tick or not view.pending:
             return
         self._waiting.clear()
-        victims: dict[str, list[tuple[float, int, int]]] = {}  # type -> (remaining, job, GPUs), longest first
+        victims: dict[str, list[Victim]] = {}  # type -> (remaining, job, GPUs), longest first
         for job in view.running:
             status, gpu_type, base, _ = view.allocation(job)
             if status != _RUNNING or gpu_type is None or any(view.servers[s].pool != Pool.TRAINING for s, _ in base):
@@ -82,18 +82,9 @@ class ShortestRemainingFirst(QueueOrdering):
                 free[fit] -= next(n for n in start_sizes(spec, self.elastic) if n <= free[fit])
                 continue
             for t in types:
-                rows = victims.get(t, [])
-                taken, gpus = [], free[t]
-                for row in rows:
-                    if gpus >= need or row[0] < self.factor * remaining:
-                        break
-                    taken.append(row)
-                    gpus += row[2]
-                if gpus >= need:
-                    for row in taken:
-                        rows.remove(row)
-                        yield Preempt(row[1], graceful=True)
-                    free[t] = gpus - need
+                jobs = take_room(victims.get(t, []), free, t, need, self.factor * remaining)
+                if jobs is not None:
+                    yield from (Preempt(j, graceful=True) for j in jobs)
                     self._waiting[job] = (remaining, frozenset(types))
                     break
 
