@@ -325,9 +325,13 @@ def test_the_policies_are_registered_and_configurable():
     assert make("mlfs-noctl").name == "mlfs-noctl"
 
 
-@pytest.mark.parametrize("name", ["mlfs", "mlfs-noctl"])
-def test_the_ordering_expert_reproduces_mlfs_on_the_deadline_scenario(name):
+@pytest.mark.parametrize(
+    ("name", "load"), [("mlfs", None), ("mlfs-noctl", None), ("mlfs-hopeless", "0.9"), ("mlfs-hopeless", "2.0")]
+)
+def test_the_ordering_expert_reproduces_mlfs_on_the_deadline_scenario(name, load):
     sets = {"workload.synthetic.num_jobs": "150", "cluster.training_servers": "4"}
+    if load is not None:
+        sets["workload.load"] = load
     kw = dict(placement=name, scaling=name, reclaim=name, preemption=name, max_jobs=400)
     env = gym.make("loangym/Ordering-v1", scenario="deadline", overrides=sets, **kw).unwrapped
     env.reset(options={"scenario_seed": 2})
@@ -336,6 +340,8 @@ def test_the_ordering_expert_reproduces_mlfs_on_the_deadline_scenario(name):
         _, _, te, tr, info = env.step(env.expert_action(name))
         done = te or tr
     direct = summarize(scenarios.simulate(scenarios.get("deadline", sets), make(name), 2))
+    if name == "mlfs-hopeless":
+        assert direct["preemptions"] > 0  # the demotions are exercised
     for k, v in direct.items():
         if k not in TIMING_KEYS:
             assert info["metrics"][k] == v, k

@@ -3,13 +3,10 @@
 
 from __future__ import annotations
 
-import gymnasium as gym
-import pytest
-
 from envs.sim import scenarios
 from envs.sim.accuracy import LearningCurve
 from envs.sim.engine import Engine, SimConfig
-from envs.sim.metrics import TIMING_KEYS, summarize
+from envs.sim.metrics import summarize
 from envs.sim.model import V100, JobSpec, Pool, ServerSpec
 from envs.sim.policy import Preempt, Start
 from heuristics.mlfs import MlfsConfig, mlfs, mlfs_hopeless
@@ -140,24 +137,6 @@ def test_the_option_is_off_in_mlfs_and_on_in_mlfs_hopeless():
     assert make("mlfs", {"hopeless": "true"}).ordering.config.hopeless  # type: ignore[attr-defined]
     p = make("mlfs-hopeless")
     assert p.name == "mlfs-hopeless" and p.ordering.config.hopeless  # type: ignore[attr-defined]
-
-
-@pytest.mark.parametrize("load", ["0.9", "2.0"])
-def test_the_ordering_expert_reproduces_mlfs_hopeless_on_the_deadline_scenario(load):
-    sets = {"workload.synthetic.num_jobs": "150", "cluster.training_servers": "4", "workload.load": load}
-    name = "mlfs-hopeless"
-    kw = dict(placement=name, scaling=name, reclaim=name, preemption=name, max_jobs=400)
-    env = gym.make("loangym/Ordering-v1", scenario="deadline", overrides=sets, **kw).unwrapped
-    env.reset(options={"scenario_seed": 2})
-    done = False
-    while not done:
-        _, _, te, tr, info = env.step(env.expert_action(name))
-        done = te or tr
-    direct = summarize(scenarios.simulate(scenarios.get("deadline", sets), make(name), 2))
-    assert direct["preemptions"] > 0  # the demotions are exercised
-    for k, v in direct.items():
-        if k not in TIMING_KEYS:
-            assert info["metrics"][k] == v, k
 
 
 def test_the_remembered_answers_are_hopeless_s_at_every_decision():
