@@ -54,15 +54,42 @@ def inline_commands(body: str) -> list[str]:
     return [s for s in re.findall(r"`([^`\n]+)`", prose) if s.startswith(PROGRAMS)]
 
 
+def warm_kernels() -> None:
+    """Compiles the numba kernels (heuristics/jit.py) into the working tree's cache, once a
+    process: Aryl's knapsack and Tiresias' kernels, by a small run of each."""
+    global _warm
+    if _warm:
+        return
+    from envs.sim import scenarios
+    from heuristics import registry
+
+    s = scenarios.get("loaning", {"workload.synthetic.num_jobs": "40"})
+    for name in ("aryl", "tiresias"):
+        scenarios.simulate(s, registry.make(name), 0)
+    _warm = True
+
+
+_warm = False
+
+
 def copy_repo(dest: Path) -> Path:
     """The repository's tracked files, as they are in the working tree, in ``dest``, with a
     ``.venv`` that is this interpreter's environment (its ``.installed`` fresh, so that ``make``
-    sets nothing up)."""
+    sets nothing up), and the working tree's numba cache (``__pycache__/*.nbi``, ``*.nbc``: what a
+    checkout holds after its first run, :func:`warm_kernels`). A command runs in the copy as in a
+    checkout that has run before: without the cache each copy would compile the kernels anew, about
+    16 s of every command that runs Aryl or Tiresias (the first run of a fresh checkout, which CI's
+    first tests are)."""
+    warm_kernels()
     files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
     for name in files.decode().split("\0"):
         if name and (ROOT / name).is_file():
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, dest / name)
+    for cached in [*ROOT.glob("*/__pycache__/*.nb[ic]"), *ROOT.glob("*/*/__pycache__/*.nb[ic]")]:
+        target = dest / cached.relative_to(ROOT)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(cached, target)  # the stamps numba checks are the sources' mtimes, kept by copy2
     venv, prefix = dest / ".venv", Path(sys.prefix)
     (venv / "bin").mkdir(parents=True)
     if (prefix / "pyvenv.cfg").is_file():  # the copy's python finds the environment's packages

@@ -89,12 +89,13 @@ def test_same_seed_same_actions_identical_rollouts(env_id):
 @pytest.mark.parametrize("env_id", envs.ENV_IDS)
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_random_masked_policy_never_makes_an_invalid_decision(env_id, scenario):
-    """10,000 steps of random masked actions (over as many episodes as that takes)."""
+    """2,000 steps of random masked actions, over as many episodes as that takes (8 to 33 at 120
+    jobs an episode, each reset to a new seed)."""
     env = gym.make(env_id, scenario=scenario, overrides={"workload.num_jobs": "120"}).unwrapped
     rng = np.random.default_rng(0)
     steps, episodes = 0, 0
     obs, info = env.reset(seed=0)
-    while steps < 10_000:
+    while steps < 2_000:
         mask = env.action_masks()
         assert mask.any() and np.array_equal(mask, info["action_mask"])
         assert env.observation_space.contains(obs)
@@ -104,7 +105,7 @@ def test_random_masked_policy_never_makes_an_invalid_decision(env_id, scenario):
             assert "metrics" in info
             episodes += 1
             obs, info = env.reset()
-    assert episodes >= 1
+    assert episodes >= 5
 
 
 @pytest.mark.parametrize("env_id", envs.ENV_IDS)
