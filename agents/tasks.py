@@ -148,7 +148,7 @@ TASKS: dict[str, BenchTask] = {
             "mlfs-hopeless, MLFS that demotes the jobs that can no longer meet their deadline, is the "
             "strongest deadline baseline; no oracle plans for deadlines, so the headroom is what "
             "benchmarks/headroom.py's lookahead over it finds.",
-            train=_seats("mlfs", "--set", "reward=deadline", *_STEPS),
+            train=_seats("mlfs-hopeless", "--set", "reward=deadline", *_STEPS),
         ),
         BenchTask(
             "contention-none",
