@@ -460,6 +460,44 @@ class _Group:
         self.key = key
         return True
 
+    def regroup(self, key: tuple[_Cand, ...]) -> _Group | None:
+        """The group of the candidates ``key`` (jobs joined or left), reusing this group's rows
+        of the candidates that stay the same objects with the same rates (where the view gives
+        projections: a new candidate's projection row is left stale, for :meth:`sync`). None
+        (nothing built) where this group or ``key`` has a candidate without a projection."""
+        if not self.project or any(c.prog is None for c in key):
+            return None
+        at = {c.job: i for i, c in enumerate(self.key)}
+        old, segs_old, progs_old = self.key, self.segs, self.progs
+        src: list[int] = []
+        new: list[int] = []  # positions (in key) of the candidates whose rows are written here
+        for k, c in enumerate(key):
+            i = at.get(c.job, -1)
+            if i < 0 or old[i] is not c or segs_old[i] is not c.rates:
+                i = 0
+                new.append(k)
+            src.append(i)
+        idx = np.array(src, dtype=np.int64)
+        segs = [np.zeros(max(0, c.top + 1)) if c.rates is None else c.rates for c in key]
+        lengths = np.array([len(r) for r in segs], dtype=np.int64)
+        progs = [progs_old[i] for i in src]
+        bases, curs, doomed = self.bases[idx], self.curs[idx], self.doomed[idx]
+        for k in new:
+            c = key[k]
+            bases[k], curs[k], doomed[k] = c.base, c.cur, c.doomed
+            progs[k] = _STALE  # (the next sync rewrites its projection row)
+        return _Group(
+            key,
+            [c.job for c in key],
+            np.concatenate(segs),
+            np.cumsum(lengths) - lengths,
+            *(bases, curs, doomed),
+            True,
+            progs,
+            *(self.works[idx], self.dones[idx], self.sinces[idx], self.speeds[idx], self.until[idx]),
+            [c.rates for c in key],
+        )
+
     def sync(self, group: list[_Cand]) -> bool:
         """Bring the projection rows up to date with ``group`` (this group's candidates); False
         if some candidate has no projection (then the rows are not to be used)."""
@@ -607,6 +645,10 @@ class ArylScaling:
                 return held
             if held.patch(key):
                 return held
+            regrouped = held.regroup(key)
+            if regrouped is not None:
+                self._groups[group[0].gpu_type] = regrouped
+                return regrouped
         segs = [np.zeros(max(0, c.top + 1)) if c.rates is None else c.rates for c in group]
         lengths = np.array([len(r) for r in segs], dtype=np.int64)
         progs = [c.prog for c in group]
