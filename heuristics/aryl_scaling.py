@@ -71,7 +71,7 @@ from __future__ import annotations
 import heapq
 import math
 import operator
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -410,6 +410,14 @@ class _Fitter:
                 yield Scale(c.job, tuple((s, n - gone.get(s, 0)) for s, n in c.flex if n > gone.get(s, 0)))
 
 
+def _packed_rates(cands: Sequence[_Cand]) -> tuple[np.ndarray, np.ndarray]:
+    """The candidates' rate rows end to end, and where each starts: a candidate without rates yet
+    (never offered an option) has zeros in their place."""
+    segs = [np.zeros(max(0, c.top + 1)) if c.rates is None else c.rates for c in cands]
+    lengths = np.array([len(r) for r in segs], dtype=np.int64)
+    return np.concatenate(segs), np.cumsum(lengths) - lengths
+
+
 @dataclass(slots=True)
 class _Group:
     """The inputs of :func:`~heuristics.knapsack.phase2_kernel` that stay the same while one GPU type's candidates do:
@@ -478,8 +486,6 @@ class _Group:
                 new.append(k)
             src.append(i)
         idx = np.array(src, dtype=np.int64)
-        segs = [np.zeros(max(0, c.top + 1)) if c.rates is None else c.rates for c in key]
-        lengths = np.array([len(r) for r in segs], dtype=np.int64)
         progs = [progs_old[i] for i in src]
         bases, curs, doomed = self.bases[idx], self.curs[idx], self.doomed[idx]
         for k in new:
@@ -489,8 +495,7 @@ class _Group:
         return _Group(
             key,
             [c.job for c in key],
-            np.concatenate(segs),
-            np.cumsum(lengths) - lengths,
+            *_packed_rates(key),
             *(bases, curs, doomed),
             True,
             progs,
@@ -649,8 +654,6 @@ class ArylScaling:
             if regrouped is not None:
                 self._groups[group[0].gpu_type] = regrouped
                 return regrouped
-        segs = [np.zeros(max(0, c.top + 1)) if c.rates is None else c.rates for c in group]
-        lengths = np.array([len(r) for r in segs], dtype=np.int64)
         progs = [c.prog for c in group]
         project = all(p is not None for p in progs)
         cols = np.array([p for p in progs if p is not None] if project else [], dtype=float).reshape(-1, 4).T
@@ -658,8 +661,7 @@ class ArylScaling:
         g = _Group(
             key,
             [c.job for c in group],
-            np.concatenate(segs),
-            np.cumsum(lengths) - lengths,
+            *_packed_rates(group),
             np.array([c.base for c in group], dtype=np.int64),
             np.array([c.cur for c in group], dtype=np.int64),
             np.array([c.doomed for c in group], dtype=bool),
