@@ -3,6 +3,7 @@ the repository to run them in, and the one way to run a command there as written
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -54,22 +55,16 @@ def inline_commands(body: str) -> list[str]:
     return [s for s in re.findall(r"`([^`\n]+)`", prose) if s.startswith(PROGRAMS)]
 
 
+@functools.cache
 def warm_kernels() -> None:
     """Compiles the numba kernels (heuristics/jit.py) into the working tree's cache, once a
     process: Aryl's knapsack and Tiresias' kernels, by a small run of each."""
-    global _warm
-    if _warm:
-        return
     from envs.sim import scenarios
     from heuristics import registry
 
     s = scenarios.get("loaning", {"workload.synthetic.num_jobs": "40"})
     for name in ("aryl", "tiresias"):
         scenarios.simulate(s, registry.make(name), 0)
-    _warm = True
-
-
-_warm = False
 
 
 def copy_repo(dest: Path) -> Path:
