@@ -5,14 +5,20 @@ The state, all numpy arrays that the policy owns and these kernels edit:
 
 - ``ints[job, column]`` and ``floats[job, column]``: a row per job of the engine, a column per
   field (:data:`STATE` ..., :data:`SERVICE` ...). ``ints[:, SLOT]``: the job's place in the
-  order of (submit time, job id) among the jobs seen, so that a rank (queue level, submit time,
-  job id) orders as (level, slot); ``ints[:, AT_SLOT]`` maps a slot back to its job;
-  ``ints[:, LISTED]`` holds the running jobs (``meta[RUNS]`` of them) and ``ints[:, LISTED_AT]``
-  a running job's place there; ``ints[:, LATE_JOB]`` and ``floats[:, LATE_SINCE]``, the
-  promotions that fell due but were not yet earned (``meta[LATE]``; see ``due_now``).
+  order of its queue (-1: none), so that a rank orders as (level, place); ``at_slot`` maps a
+  place back to its job (an entry is stale once the job has another place). The order is the
+  list of Tiresias' simulator: a job takes the place after every other (``meta[BACK]``, counting
+  up) when it enters a queue (arrives, is demoted, is promoted), and after every change to the
+  running jobs they take the places before every other (``meta[FRONT]``, counting down) in their
+  order, so that in each queue the running jobs come first and every job keeps its order among
+  the running or the waiting. When either end runs out, every place is given again in the
+  middle, in the same order (``_compact``). ``ints[:, LISTED]`` holds the running jobs
+  (``meta[RUNS]`` of them) and ``ints[:, LISTED_AT]`` a running job's place there;
+  ``ints[:, LATE_JOB]`` and ``floats[:, LATE_SINCE]``, the promotions that fell due but were not
+  yet earned (``meta[LATE]``; see ``due_now``).
 - ``bits[level]``: the running jobs at ``level``, and ``bits[(c + 1) * levels + level]``: the
-  pending jobs of size class ``c`` at ``level``; a bit per slot (32 to a word; the last two
-  words: bounds on the first and the last slot set), and ``counts`` of the same rows: a walk in
+  pending jobs of size class ``c`` at ``level``; a bit per place (32 to a word; the last two
+  words: bounds on the first and the last place set), and ``counts`` of the same rows: a walk in
   rank order over one class at one level is a search for the next set bit, and a class that
   cannot fit is passed over whole.
 - ``heap[:meta[HEAP], (TIME, JOB, HSINCE)]``: a binary min-heap of the promotions due, by
@@ -31,12 +37,13 @@ import numpy as np
 
 from heuristics.jit import jit
 
-STATE, LEVEL, GPUS, ON, CLASS, TYPES, SLOT, AT_SLOT, LISTED, LISTED_AT, LATE_JOB = range(11)
-INT_ROWS = 11
+STATE, LEVEL, GPUS, ON, CLASS, TYPES, SLOT, LISTED, LISTED_AT, LATE_JOB = range(10)
+INT_ROWS = 10
 SERVICE, OFFSET, CHECK, SINCE, RUN, LATE_SINCE = range(6)
 FLOAT_ROWS = 6
 GONE, PENDING, RUNNING = 0, 1, 2  # the values of ints[:, STATE]
-HEAP, RUNS, PENDING_JOBS, LATE = range(4)  # meta
+HEAP, RUNS, PENDING_JOBS, LATE, FRONT, BACK, MOVED, COMPACTIONS = range(8)  # meta
+META = 8
 EMPTY = 1 << 62  # a row's first-bit bound when it has none
 TIME, JOB, HSINCE = range(3)  # heap columns
 CLASS_GPUS, CLASS_TYPES = range(2)
@@ -106,6 +113,81 @@ def _flip(bits: np.ndarray, counts: np.ndarray, row: int, slot: int, add: bool) 
     else:
         bits[row, slot >> 5] &= ~(1 << (slot & 31))
         counts[row] -= 1
+
+
+def _compact(ints: np.ndarray, bits: np.ndarray, at_slot: np.ndarray, meta: np.ndarray, levels: int) -> None:
+    """Give every job that holds a place a new one, in the same order, in the middle of the
+    places, and set the bit rows again: room at both ends."""
+    slot, state, level, cls = ints[:, SLOT], ints[:, STATE], ints[:, LEVEL], ints[:, CLASS]
+    width, words = at_slot.shape[0], bits.shape[1] - 2
+    held = 0
+    for k in range(width):  # the jobs in order, to the start (held <= k: read before written)
+        j = at_slot[k]
+        if j >= 0 and slot[j] == k:
+            at_slot[held] = j
+            held += 1
+    base = (width - held) // 2
+    for i in range(held - 1, -1, -1):  # then to the middle, from the top (base + i >= i)
+        at_slot[base + i] = at_slot[i]
+    at_slot[:base] = -1
+    at_slot[base + held :] = -1
+    bits[:, :words] = 0
+    bits[:, words] = EMPTY
+    bits[:, words + 1] = -1
+    for k in range(base, base + held):
+        j = at_slot[k]
+        slot[j] = k
+        if state[j] == RUNNING:
+            row = level[j]
+        elif state[j] == PENDING:
+            row = (cls[j] + 1) * levels + level[j]
+        else:
+            continue
+        bits[row, k >> 5] |= 1 << (k & 31)
+        if k < bits[row, words]:
+            bits[row, words] = k
+        bits[row, words + 1] = k  # (k grows)
+    meta[FRONT] = base
+    meta[BACK] = base + held
+    meta[COMPACTIONS] += 1
+
+
+def _give(ints: np.ndarray, bits: np.ndarray, at_slot: np.ndarray, meta: np.ndarray, levels: int, j: int) -> None:
+    """Give job ``j`` the place after every other (its bit, if any, is off: the caller sets it)."""
+    ints[j, SLOT] = -1
+    if meta[BACK] >= at_slot.shape[0]:
+        _compact(ints, bits, at_slot, meta, levels)
+    k = meta[BACK]
+    meta[BACK] = k + 1
+    ints[j, SLOT] = k
+    at_slot[k] = j
+
+
+def _front(
+    ints: np.ndarray, bits: np.ndarray, counts: np.ndarray, at_slot: np.ndarray, meta: np.ndarray, levels: int
+) -> None:
+    """The running jobs take the places before every other, in their order (as the simulator
+    of Tiresias moves every pending job behind the running ones of its queue)."""
+    meta[MOVED] = 0
+    r = meta[RUNS]
+    if r == 0:
+        return
+    if meta[FRONT] < r:
+        _compact(ints, bits, at_slot, meta, levels)
+    listed = ints[:r, LISTED]
+    keys = np.empty(r, dtype=np.int64)
+    for i in range(r):
+        keys[i] = ints[listed[i], SLOT]
+    order = np.argsort(keys)
+    first = meta[FRONT] - r
+    for i in range(r):
+        j = listed[order[i]]
+        row = ints[j, LEVEL]
+        _flip(bits, counts, row, ints[j, SLOT], False)
+        ints[j, SLOT] = first + i
+        at_slot[first + i] = j
+        _flip(bits, counts, row, first + i, True)
+    meta[FRONT] = first
 
 
 def _push(heap: np.ndarray, meta: np.ndarray, t: float, job: int, since: float) -> None:
@@ -183,21 +265,30 @@ def enter(
     classes: np.ndarray,
     thresholds: np.ndarray,
     knob: float,
+    at_slot: np.ndarray,
+    fresh: np.ndarray,
     starts: np.ndarray,
     done: np.ndarray,
     new: np.ndarray,
     entries: np.ndarray,
 ) -> tuple[int, int]:
-    """Apply, in this order: the ``starts`` (a row each, columns S_*: a job runs since ``S_NOW``
+    """Apply, in this order: the jobs seen for the first time (``fresh``: each takes the place
+    after every other, in this order), the ``starts`` (a row each, columns S_*: a job runs since ``S_NOW``
     on ``S_GPUS`` GPUs of training type ``S_ON`` (-1: another); a pending one at its level and
     service, another at the level of its attained ``S_SERVICE``), the jobs ``done`` (finished),
     the jobs ``new`` to the queue (one that runs stops), and the ``entries`` (a row each, columns
     E_*: pending jobs, with their service and, if it is above 0, their wait's start and their run
-    time: their promotion falls due at ``since + knob * run time``). Returns how many running jobs
-    stopped, and how many jobs are pending now."""
+    time: their promotion falls due at ``since + knob * run time``; one whose level changed takes
+    the place after every other). Then, if the running jobs changed (a start, a stop other than a
+    finish, a demotion), they take the places before every other (``_front``). Returns how many
+    running jobs stopped, and how many jobs are pending now."""
     levels = thresholds.shape[0] + 1
     state, level, cls, slot = ints[:, STATE], ints[:, LEVEL], ints[:, CLASS], ints[:, SLOT]
     listed, listed_at = ints[:, LISTED], ints[:, LISTED_AT]
+    for i in range(fresh.shape[0]):
+        _give(ints, bits, at_slot, meta, levels, fresh[i])
+    if starts.shape[0]:
+        meta[MOVED] = 1
     for i in range(starts.shape[0]):
         j = int(starts[i, S_JOB])
         service = starts[i, S_SERVICE]
@@ -223,8 +314,11 @@ def enter(
     stopped = 0
     for i in range(done.shape[0]):
         stopped += _stop(ints, bits, counts, meta, done[i])
+        slot[done[i]] = -1  # (its place is free)
     for i in range(new.shape[0]):
-        stopped += _stop(ints, bits, counts, meta, new[i])
+        if _stop(ints, bits, counts, meta, new[i]):
+            stopped += 1
+            meta[MOVED] = 1
     for i in range(entries.shape[0]):
         j = int(entries[i, E_JOB])
         was_pending = state[j] == PENDING
@@ -235,7 +329,10 @@ def enter(
         state[j] = PENDING
         service = entries[i, E_SERVICE]
         c = int(entries[i, E_CLASS])
+        was = level[j]
         level[j] = _level(thresholds, service - floats[j, OFFSET])
+        if level[j] != was:
+            _give(ints, bits, at_slot, meta, levels, j)
         cls[j] = c
         ints[j, TYPES] = int(entries[i, E_TYPES])
         ints[j, GPUS] = classes[CLASS_GPUS, c]
@@ -247,6 +344,8 @@ def enter(
                 floats[j, SINCE] = since
                 floats[j, RUN] = run
                 _push(heap, meta, since + knob * run, j, since)
+    if meta[MOVED]:
+        _front(ints, bits, counts, at_slot, meta, levels)
     return stopped, meta[PENDING_JOBS]
 
 
@@ -255,22 +354,27 @@ def relevel(
     floats: np.ndarray,
     bits: np.ndarray,
     counts: np.ndarray,
+    meta: np.ndarray,
+    at_slot: np.ndarray,
     thresholds: np.ndarray,
     now: float,
     jobs: np.ndarray,
     services: np.ndarray,
 ) -> None:
     """The running ``jobs`` whose level check fell due, with their attained ``services`` now: a
-    new level, and a new check then (else, within the margin of a threshold, the same check:
-    looked at again next round)."""
+    new level (demoted: the place after every other), and a new check then (else, within the
+    margin of a threshold, the same check: looked at again next round)."""
     level = ints[:, LEVEL]
+    levels = thresholds.shape[0] + 1
     for i in range(jobs.shape[0]):
         j = jobs[i]
         new = _level(thresholds, services[i] - floats[j, OFFSET])
         if new != level[j]:
             _flip(bits, counts, level[j], ints[j, SLOT], False)
             level[j] = new
+            _give(ints, bits, at_slot, meta, levels, j)
             _flip(bits, counts, new, ints[j, SLOT], True)
+            meta[MOVED] = 1
             floats[j, CHECK] = _check_time(thresholds, new, floats[j, OFFSET], now, ints[j, GPUS], services[i])
 
 
@@ -296,6 +400,7 @@ def due_now(
     counts: np.ndarray,
     heap: np.ndarray,
     meta: np.ndarray,
+    at_slot: np.ndarray,
     levels: int,
     now: float,
     limit: float,
@@ -303,9 +408,9 @@ def due_now(
     out: np.ndarray,
 ) -> int:
     """Promote the pending jobs whose promotion falls due by ``limit`` and that have waited more
-    than ``knob`` times their run time: queue 0, their service so far forgiven (the others stay
-    in the heap). Then list in ``out`` the running jobs whose level check is due by ``now``;
-    returns how many."""
+    than ``knob`` times their run time: queue 0 (the place after every other, unless already
+    there), their service so far forgiven (the others stay in the heap). Then list in ``out``
+    the running jobs whose level check is due by ``now``; returns how many."""
     state = ints[:, STATE]
     late_job, late_since = ints[:, LATE_JOB], floats[:, LATE_SINCE]
     late = 0
@@ -313,7 +418,7 @@ def due_now(
         j, since = late_job[i], late_since[i]
         if state[j] != PENDING or floats[j, SINCE] != since:
             continue  # it started since: a later wait has an entry of its own
-        if not _promote(ints, floats, bits, counts, levels, j, now, knob):
+        if not _promote(ints, floats, bits, counts, meta, at_slot, levels, j, now, knob):
             late_job[late], late_since[late] = j, since
             late += 1
     while meta[HEAP] > 0 and heap[0, TIME] <= limit:
@@ -321,7 +426,7 @@ def due_now(
         _pop(heap, meta)
         if state[j] != PENDING or floats[j, SINCE] != since:
             continue
-        if not _promote(ints, floats, bits, counts, levels, j, now, knob):
+        if not _promote(ints, floats, bits, counts, meta, at_slot, levels, j, now, knob):
             late_job[late], late_since[late] = j, since
             late += 1
     meta[LATE] = late
@@ -340,6 +445,8 @@ def _promote(
     floats: np.ndarray,
     bits: np.ndarray,
     counts: np.ndarray,
+    meta: np.ndarray,
+    at_slot: np.ndarray,
     levels: int,
     j: int,
     now: float,
@@ -354,6 +461,7 @@ def _promote(
     if level != 0:
         _flip(bits, counts, row + level, ints[j, SLOT], False)
         ints[j, LEVEL] = 0
+        _give(ints, bits, at_slot, meta, levels, j)
         _flip(bits, counts, row, ints[j, SLOT], True)
     return True
 
@@ -371,6 +479,7 @@ def choose(
     bits: np.ndarray,
     counts: np.ndarray,
     meta: np.ndarray,
+    at_slot: np.ndarray,
     classes: np.ndarray,
     type_lists: np.ndarray,
     levels: int,
@@ -385,9 +494,9 @@ def choose(
     of whose jobs can fit is passed over). ``free``: free GPUs per training type. Writes the
     chosen pending jobs (rank order) into ``starts[0]``, their types into ``starts[1]``, the
     running jobs not kept into ``dropped``; returns how many of each."""
-    gpus, on, types, at_slot = ints[:, GPUS], ints[:, ON], ints[:, TYPES], ints[:, AT_SLOT]
+    gpus, on, types = ints[:, GPUS], ints[:, ON], ints[:, TYPES]
     listed = ints[:, LISTED]
-    end = ints.shape[0]  # no slot
+    end = at_slot.shape[0]  # no place
     budget = free.copy()
     below = np.zeros_like(free)  # GPUs held by running jobs not yet reached, per type
     for i in range(meta[RUNS]):
@@ -477,14 +586,15 @@ def next_fit(
     ints: np.ndarray,
     bits: np.ndarray,
     counts: np.ndarray,
+    at_slot: np.ndarray,
     classes: np.ndarray,
     levels: int,
     free: np.ndarray,
     at: int,
 ) -> int:
-    """The first pending job in rank order from ``at`` (level x slots + slot) on whose GPUs fit
-    ``free`` (per training type) on one type its class allows: its place (as ``at``), or -1."""
-    end = ints.shape[0]
+    """The first pending job in rank order from ``at`` (level x places + place) on whose GPUs fit
+    ``free`` (per training type) on one type its class allows: ``at`` of its place, or -1."""
+    end = at_slot.shape[0]
     n_classes = classes.shape[1]
     fits = np.zeros(n_classes, dtype=np.bool_)
     some = False
@@ -521,7 +631,8 @@ def kernels() -> Any:
     global _KERNELS
     if _KERNELS is None:
         g = globals()
-        for name in ("_ctz", "_next", "_flip", "_push", "_pop", "_fits", "_stop", "_level", "_check_time", "_promote"):
+        helpers = ("_ctz", "_next", "_flip", "_compact", "_give", "_front", "_push", "_pop", "_fits", "_stop", "_level")
+        for name in (*helpers, "_check_time", "_promote"):
             g[name] = jit(g[name])
         _KERNELS = SimpleNamespace(**{f.__name__: jit(f) for f in (enter, relevel, due_now, choose, next_fit)})
     return _KERNELS

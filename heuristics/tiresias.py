@@ -2,9 +2,13 @@
 
 A job's attained service is the GPU-seconds it has held (GPUs x time: the "2D" of 2D-LAS).
 Jobs sit in discretised queues: queue k holds jobs whose service lies between thresholds
-k-1 and k; lower queues go first, and within a queue jobs keep their submission order (FIFO,
-as in Tiresias' discretised LAS). A job that has waited longer than ``promote_knob`` times its
-executed time is promoted back to the first queue (Tiresias' PROMOTE_KNOB against starvation).
+k-1 and k; lower queues go first. Within a queue the order is that of Tiresias' own simulator
+(SymbioticLab/Tiresias, ``simulator/run_sim.py``, ``dlas_sim_jobs``): a job joins the end of a
+queue when it enters it (arrives, is demoted, is promoted), and after every scheduling pass the
+queue's pending jobs move behind its running ones, each group keeping its order. So a running
+job is displaced only by jobs of lower queues, and a preempted job waits first in line. A job
+that has waited longer than ``promote_knob`` times its executed time is promoted back to the
+first queue (Tiresias' PROMOTE_KNOB against starvation).
 
 Preemption happens at round boundaries (every ``round_s``): the ranking is recomputed over all
 jobs in the system, the top of it that fits the GPU budget is chosen, running jobs outside that
@@ -20,10 +24,11 @@ fail to start it, every round: the preempted jobs restart, lose what they ran to
 checkpoint at the next round, and never progress.
 
 Implementation (speed only, the decisions are the ones above, so that thousands of queued jobs
-cost little per decision): the jobs get fixed slots in the order of (submit time, job id), so a
-rank orders as (level, slot); the pending jobs sit in bitsets per (size class, level), the
-running ones in one per level, and a walk in rank order merges the next set bits (a class that
-cannot fit is passed over whole). Promotions come from a heap of the times they fall due; a
+cost little per decision): each job holds a place, a number that orders its queue (taken at
+the back on entering a queue; the running jobs take places at the front after every change to
+them), so a rank orders as (level, place); the pending jobs sit in bitsets per (size class,
+level), the running ones in one per level, and a walk in rank order merges the next set bits (a
+class that cannot fit is passed over whole). Promotions come from a heap of the times they fall due; a
 running job's level is looked at only when its service may have crossed a threshold (known from
 its GPUs). These structures and the walks (the round's choice, the backfill's next job) are
 compiled kernels over per-job tables (``heuristics._tiresias``); a pending job's rank changes
@@ -102,15 +107,15 @@ class Tiresias:
         n = self._jobs = view.num_jobs
         self._ints = np.zeros((n, kern.INT_ROWS), dtype=np.int64)
         self._floats = np.zeros((n, kern.FLOAT_ROWS), dtype=np.float64)
-        self._slot, self._at_slot = self._ints[:, kern.SLOT], self._ints[:, kern.AT_SLOT]
-        self._check = self._floats[:, kern.CHECK]
+        self._ints[:, kern.SLOT] = -1
+        self._floats[:, kern.CHECK] = _INF
         self._bounds = np.array(self._thresholds, dtype=np.float64)
-        self._slot[:] = -1
-        self._check[:] = _INF
-        self._slots = 0  # slots given
-        self._given = bytearray(n)  # whether a job has one (cheaper to read than the table)
-        self._last: tuple[float, int] = (-_INF, -1)  # the (submit time, job) of the last slot
-        self._meta = np.zeros(4, dtype=np.int64)  # kern.HEAP ...
+        places = self._places = 4 * n + 64  # room at both ends for 1.5 n places between two _compact
+        self._at_slot = np.full(places, -1, dtype=np.int64)
+        self._given = bytearray(n)  # whether a job has been seen (and so has a place, or had one)
+        self._fresh: list[int] = []  # jobs seen, not yet given a place (the next _apply does)
+        self._meta = np.zeros(kern.META, dtype=np.int64)  # kern.HEAP ...
+        self._meta[kern.FRONT] = self._meta[kern.BACK] = places // 2
         self._heap = np.zeros((1024, 3), dtype=np.float64)
         self._out = np.zeros(n, dtype=np.int64)  # kernel outputs
         self._chosen = np.zeros((2, n), dtype=np.int64)
@@ -123,45 +128,20 @@ class Tiresias:
         self._free = np.zeros(len(names), dtype=np.int64)
         self._class_of: dict[Size, int] = {}
         self._classes = np.zeros((2, 0), dtype=np.int64)
-        self._bits = np.zeros((0, (n + 31) // 32 + 3), dtype=np.int64)  # 2 more: see kern._next
+        self._bits = np.zeros((0, (places + 31) // 32 + 3), dtype=np.int64)  # 2 more: see kern._next
         self._counts = np.zeros(0, dtype=np.int64)
         self._add_rows()  # the running jobs' rows
         self._list_of: dict[tuple[str, ...], int] = {}
         self._type_lists = np.full((0, max(1, len(names))), -1, dtype=np.int64)
 
     def _list(self, view: ClusterView, jobs: Sequence[int]) -> None:
-        """Give the ``jobs`` without one a slot: by (submit time, job id) among all given."""
-        slot, spec_of, given = self._slot, view.job, self._given
+        """The ``jobs`` seen for the first time take the places after every other (the next
+        ``_apply``), by (submit time, job id)."""
+        spec_of, given = view.job, self._given
         new = sorted((spec_of(job).submit_time, job) for job in jobs if not given[job])
-        if not new:
-            return
         for _, job in new:
             given[job] = 1
-        if new[0] > self._last:
-            first = self._slots
-            self._slots += len(new)
-            ids = [job for _, job in new]
-            slot[ids] = np.arange(first, self._slots)
-            self._at_slot[first : self._slots] = ids
-        else:  # one ranks before a job given a slot (a tie in submit times, out of id order): all again
-            old = np.flatnonzero(slot >= 0).tolist()
-            keys = sorted([(spec_of(job).submit_time, job) for job in old] + new)
-            ids = [job for _, job in keys]
-            self._slots = len(ids)
-            slot[ids] = np.arange(self._slots)
-            self._at_slot[: self._slots] = ids
-            ints, bits = self._ints, self._bits
-            state = ints[:, kern.STATE]
-            pending, running = np.flatnonzero(state == kern.PENDING), np.flatnonzero(state == kern.RUNNING)
-            rows = np.concatenate(
-                [(ints[pending, kern.CLASS] + 1) * self._levels + ints[pending, kern.LEVEL], ints[running, kern.LEVEL]]
-            )
-            at = slot[np.concatenate([pending, running])]
-            bits[:] = 0
-            np.bitwise_or.at(bits, (rows, at >> 5), np.left_shift(1, at & 31))
-            bits[:, -1] = self._jobs  # bounds on the first and the last slot set
-
-        self._last = max(self._last, new[-1])
+            self._fresh.append(job)
 
     def _sync(self, view: ClusterView) -> None:
         """Take in the starts since the last sync, and the jobs that entered the queue (ranked
@@ -170,8 +150,8 @@ class Tiresias:
             self._tables(view)
         new, self._cursor = view.entered_since(self._cursor)
         done, self._finished = view.finished_since(self._finished)
-        if not (new or done or self._batch):
-            return
+        if not (new or done or self._batch or self._meta[kern.MOVED]):
+            return  # (MOVED: a demotion, after which the running jobs take the front places)
         entries: list[float] = []  # their E_* columns, one after the other
         if new:
             self._list(view, new)
@@ -196,6 +176,7 @@ class Tiresias:
         if self._meta[kern.HEAP] + len(entries) > heap.shape[0]:
             self._heap = np.concatenate([heap, np.zeros_like(heap)])
         batch, self._batch = self._batch, []
+        fresh, self._fresh = self._fresh, []
         stopped, self._pending = self._k.enter(
             self._ints,
             self._floats,
@@ -206,6 +187,8 @@ class Tiresias:
             self._classes,
             self._bounds,
             self.config.promote_knob,
+            self._at_slot,
+            np.array(fresh, dtype=np.int64) if fresh else _NO_JOBS,
             np.array(batch, dtype=np.float64).reshape(-1, 5) if batch else _NO_STARTS,
             np.array(done, dtype=np.int64) if done else _NO_JOBS,
             np.array(new, dtype=np.int64) if new else _NO_JOBS,
@@ -219,13 +202,13 @@ class Tiresias:
             yield from self._reprioritise(view)
         if not self._pending or not free_gpus(view, TRAINING_ONLY):
             return  # nothing to start, or no room for any job
-        free, slots, next_fit, levels = self._free_now(view), self._jobs, self._k.next_fit, self._levels
+        free, places, next_fit, levels = self._free_now(view), self._places, self._k.next_fit, self._levels
         at = 0
         while True:  # the backfill: the pending jobs in rank order that fit now
-            at = next_fit(self._ints, self._bits, self._counts, self._classes, levels, free, at)
+            at = next_fit(self._ints, self._bits, self._counts, self._at_slot, self._classes, levels, free, at)
             if at < 0:
                 return
-            job = int(self._at_slot[at % slots])
+            job = int(self._at_slot[at % places])
             spec = view.job(job)
             placed = _place(view, spec, self._types(view, spec))
             assert placed is not None  # pack places a job exactly when one type it allows has room
@@ -269,13 +252,16 @@ class Tiresias:
         now, out = view.now, self._out
         limit = now + 1e-9 * (1.0 + abs(now))  # promotions up to here (rounding aside)
         checks = self._k.due_now(
-            self._ints, self._floats, self._bits, self._counts, self._heap, self._meta, self._levels, now, limit,
-            self.config.promote_knob, out,
+            self._ints, self._floats, self._bits, self._counts, self._heap, self._meta, self._at_slot, self._levels,
+            now, limit, self.config.promote_knob, out,
         )  # fmt: skip
         if checks:
             jobs = out[:checks].copy()
             services = np.array([view.attained_service(job) for job in jobs.tolist()], dtype=np.float64)
-            self._k.relevel(self._ints, self._floats, self._bits, self._counts, self._bounds, now, jobs, services)
+            self._k.relevel(
+                self._ints, self._floats, self._bits, self._counts, self._meta, self._at_slot, self._bounds, now, jobs,
+                services,
+            )  # fmt: skip
 
     def _reprioritise(self, view: ClusterView) -> Iterator[Action]:
         """Bring the ranks up to date; preempt what falls outside the GPU budget in rank order;
@@ -284,7 +270,7 @@ class Tiresias:
         k, ints, out, levels = self._k, self._ints, self._out, self._levels
         chosen = self._chosen
         starts, drops = k.choose(
-            ints, self._bits, self._counts, self._meta, self._classes, self._type_lists, levels,
+            ints, self._bits, self._counts, self._meta, self._at_slot, self._classes, self._type_lists, levels,
             self._free_now(view), chosen, out,
         )  # fmt: skip
         if drops:

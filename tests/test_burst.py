@@ -296,8 +296,7 @@ def test_tiresias_takes_over_jobs_it_did_not_start():
 
 class _CheckedStarts(Tiresias):
     """Tiresias checking that every job it starts is ranked by a rank made afresh (the rank it
-    waited with is reused: its service does not grow while it waits), and that the slots order
-    the jobs by (submit time, job id)."""
+    waited with is reused: its service does not grow while it waits)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -308,8 +307,6 @@ class _CheckedStarts(Tiresias):
             level = self._ints[job, kern.LEVEL]
             assert self._ints[job, kern.STATE] == kern.PENDING
             assert level == _fresh_level(self, view, job), f"t={view.now}: job {job} starts at level {level}"
-            slots = self._ints[: self._slots, kern.AT_SLOT].tolist()
-            assert slots == sorted(slots, key=lambda j: (view.job(j).submit_time, j))
             self.starts += 1
         super()._started(view, job, on, gpus, service)
 
@@ -354,25 +351,97 @@ def test_tiresias_size_classes_tell_apart_only_what_a_fit_reads():
         assert Tiresias()._size(view, spec) == (4, expected), allowed
 
 
-def test_tiresias_slots_given_out_of_order_are_renumbered_and_the_walk_follows():
-    # jobs 3 and 4 get slots first, then 0..2 (the same submit time as 3, lower ids): every slot is
-    # given again in (submit time, id) order, and the pending jobs' bits move with their slots
+def _queues(policy: Tiresias) -> dict[int, list[tuple[int, int]]]:
+    """Each level's (job, state) in the order of the jobs' places."""
+    ints = policy._ints
+    held = np.flatnonzero((ints[:, kern.STATE] == kern.PENDING) | (ints[:, kern.STATE] == kern.RUNNING))
+    out: dict[int, list[tuple[int, int]]] = {}
+    for j in sorted(held.tolist(), key=lambda j: ints[j, kern.SLOT]):
+        out.setdefault(int(ints[j, kern.LEVEL]), []).append((j, int(ints[j, kern.STATE])))
+    return out
+
+
+class _CheckedOrder(Tiresias):
+    """Tiresias checking, after every change to its tables, each queue's order against the list
+    of Tiresias' simulator: the running jobs first; among the jobs waiting (or running) at a
+    level before and after, the same order; a job that newly waits there after every job that
+    waited there before, unless it ran there just before (preempted: before them); a job that
+    newly runs there after every job that ran there before."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.before: dict[int, list[tuple[int, int]]] = {}
+        self.seen = {"arrived or moved": 0, "preempted": 0, "started": 0}
+
+    def _apply(self, done, new, entries) -> None:  # type: ignore[no-untyped-def]
+        super()._apply(done, new, entries)
+        now = _queues(self)
+        P, R = kern.PENDING, kern.RUNNING
+        for level, line in now.items():
+            states = [state for _, state in line]
+            assert states == sorted(states, reverse=True), f"level {level}: a pending job before a running one"
+            old = self.before.get(level, [])
+            for state in (P, R):
+                was = [j for j, s in old if s == state]
+                still = {j for j, s in line if s == state}
+                kept = [j for j in was if j in still]
+                assert [j for j, s in line if s == state and j in set(was)] == kept, f"level {level}: order changed"
+                place = {j: i for i, (j, _) in enumerate(line)}
+                for j, s in line:
+                    if s != state or j in set(was):
+                        continue
+                    if state == P and (j, R) in old:  # preempted: first among those that waited
+                        assert all(place[j] < place[k] for k in kept), f"level {level}: preempted job {j}"
+                        self.seen["preempted"] += 1
+                    else:
+                        assert all(place[j] > place[k] for k in kept), f"level {level}: job {j} not last"
+                        self.seen["arrived or moved" if state == P else "started"] += 1
+        self.before = now
+
+
+@pytest.mark.parametrize("scenario", ["default", "cloud"])
+def test_tiresias_queues_keep_the_order_of_its_own_simulator(scenario):
+    s = scenarios.get(scenario, {"workload.synthetic.num_jobs": "300"})
+    policy = _CheckedOrder()
+    r = scenarios.simulate(s, policy, 0)
+    assert int(np.isfinite(r.finish).sum()) == 300
+    assert min(policy.seen.values()) > 50, policy.seen
+    assert policy._meta[kern.COMPACTIONS] > 0  # places given again in the middle, the order kept
+
+
+def test_tiresias_a_preempted_job_waits_first_and_a_new_one_last():
+    # five jobs wait in queue 0 (in id order); 2 and 4 start; then 2 is preempted, 5 arrives:
+    # the walk of the waiting jobs is 2 (it ran), 0, 1, 3, then 5; a compaction keeps it
     servers = [ServerSpec(0, V100, 8, Pool.TRAINING)]
-    specs = [JobSpec(j, f"j{j}", 10.0 if j < 4 else 20.0, 100.0, 2, 2, 2, "resnet50") for j in range(5)]
+    specs = [JobSpec(j, f"j{j}", 0.0, 100.0, 2, 2, 2, "resnet50") for j in range(6)]
     view = Engine(servers, specs, Tiresias()).view
     policy = Tiresias()
     policy._tables(view)
-    policy._list(view, [4, 3])
-    assert policy._ints[:2, kern.AT_SLOT].tolist() == [3, 4]
-    kind = (policy._size_class(view, specs[3]), policy._type_list(view, specs[3]))
-    policy._apply((), (), [x for j in (3, 4) for x in (j, *kind, 0.0, 0.0, 0.0)])  # 3 and 4 pending
-    policy._list(view, [2, 0, 1])
-    assert policy._ints[:5, kern.AT_SLOT].tolist() == [0, 1, 2, 3, 4]
-    assert [policy._ints[j, kern.SLOT] for j in range(5)] == [0, 1, 2, 3, 4]
-    free = np.array([8])
-    walk = []
-    at = 0
-    while (at := policy._k.next_fit(policy._ints, policy._bits, policy._counts, policy._classes, 3, free, at)) >= 0:
-        walk.append(int(policy._ints[at % 5, kern.AT_SLOT]))
-        at += 1
-    assert walk == [3, 4]
+    kind = (policy._size_class(view, specs[0]), policy._type_list(view, specs[0]))
+
+    def wait(jobs, service=0.0):
+        policy._list(view, jobs)
+        policy._apply((), (), [x for j in jobs for x in (j, *kind, service, 0.0, 1.0)])
+
+    def walk():
+        order, at, places = [], 0, policy._places
+        args = (policy._ints, policy._bits, policy._counts, policy._at_slot, policy._classes, 3, np.array([8]))
+        while (at := policy._k.next_fit(*args, at)) >= 0:
+            order.append(int(policy._at_slot[at % places]))
+            at += 1
+        return order
+
+    wait([4, 3, 2, 1, 0])
+    assert walk() == [0, 1, 2, 3, 4]
+    for j in (2, 4):
+        policy._started(view, j, 0, 2)
+    policy._apply((), (), [])
+    assert walk() == [0, 1, 3] and _queues(policy)[0] == [(2, kern.RUNNING), (4, kern.RUNNING)] + [
+        (j, kern.PENDING) for j in (0, 1, 3)
+    ]
+    policy._apply((), [2], [])  # 2 stops (it re-enters the queue), then waits again
+    wait([2], 1.0)
+    wait([5])
+    assert walk() == [2, 0, 1, 3, 5]
+    kern._compact(policy._ints, policy._bits, policy._at_slot, policy._meta, 3)
+    assert walk() == [2, 0, 1, 3, 5] and _queues(policy)[0][0] == (4, kern.RUNNING)
