@@ -273,9 +273,9 @@ def enter(
     entries: np.ndarray,
 ) -> tuple[int, int]:
     """Apply, in this order: the jobs seen for the first time (``fresh``: each takes the place
-    after every other, in this order), the ``starts`` (a row each, columns S_*: a job runs since ``S_NOW``
-    on ``S_GPUS`` GPUs of training type ``S_ON`` (-1: another); a pending one at its level and
-    service, another at the level of its attained ``S_SERVICE``), the jobs ``done`` (finished),
+    after every other, in this order), the ``starts`` (a row each, columns S_*: a job runs since
+    ``S_NOW`` on ``S_GPUS`` GPUs of training type ``S_ON`` (-1: another); a pending one at its
+    level and service, another at the level of its attained ``S_SERVICE``), the jobs ``done`` (finished),
     the jobs ``new`` to the queue (one that runs stops), and the ``entries`` (a row each, columns
     E_*: pending jobs, with their service and, if it is above 0, their wait's start and their run
     time: their promotion falls due at ``since + knob * run time``; one whose level changed takes

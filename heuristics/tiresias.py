@@ -28,12 +28,12 @@ cost little per decision): each job holds a place, a number that orders its queu
 the back on entering a queue; the running jobs take places at the front after every change to
 them), so a rank orders as (level, place); the pending jobs sit in bitsets per (size class,
 level), the running ones in one per level, and a walk in rank order merges the next set bits (a
-class that cannot fit is passed over whole). Promotions come from a heap of the times they fall due; a
-running job's level is looked at only when its service may have crossed a threshold (known from
-its GPUs). These structures and the walks (the round's choice, the backfill's next job) are
-compiled kernels over per-job tables (``heuristics._tiresias``); a pending job's rank changes
-only when it is promoted (its service does not grow while it waits). Starts are batched into the
-next sync.
+class that cannot fit is passed over whole). Promotions come from a heap of the times they fall
+due; a running job's level is looked at only when its service may have crossed a threshold
+(known from its GPUs). These structures and the walks (the round's choice, the backfill's next
+job) are compiled kernels over per-job tables (``heuristics._tiresias``); a pending job's rank
+changes only when it is promoted (its service does not grow while it waits). Starts are batched
+into the next sync.
 """
 
 from __future__ import annotations
