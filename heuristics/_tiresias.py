@@ -42,8 +42,8 @@ INT_ROWS = 10
 SERVICE, OFFSET, CHECK, SINCE, RUN, LATE_SINCE = range(6)
 FLOAT_ROWS = 6
 GONE, PENDING, RUNNING = 0, 1, 2  # the values of ints[:, STATE]
-HEAP, RUNS, PENDING_JOBS, LATE, FRONT, BACK, MOVED, COMPACTIONS = range(8)  # meta
-META = 8
+HEAP, RUNS, PENDING_JOBS, LATE, FRONT, BACK, MOVED, COMPACTIONS, BLOCK = range(9)  # meta
+META = 9
 EMPTY = 1 << 62  # a row's first-bit bound when it has none
 TIME, JOB, HSINCE = range(3)  # heap columns
 CLASS_GPUS, CLASS_TYPES = range(2)
@@ -167,27 +167,51 @@ def _front(
     ints: np.ndarray, bits: np.ndarray, counts: np.ndarray, at_slot: np.ndarray, meta: np.ndarray, levels: int
 ) -> None:
     """The running jobs take the places before every other, in their order (as the simulator
-    of Tiresias moves every pending job behind the running ones of its queue)."""
+    of Tiresias moves every pending job behind the running ones of its queue).
+
+    Their order, without sorting them all: no place lies below ``meta[FRONT]``, so the running
+    jobs in the ``meta[BLOCK]`` places from there (mostly those the last call placed), in the
+    order of those places, come before every other running job; those others (the jobs started
+    or demoted since, mostly few) follow, sorted by place."""
     meta[MOVED] = 0
     r = meta[RUNS]
     if r == 0:
+        meta[BLOCK] = 0
         return
     if meta[FRONT] < r:
         _compact(ints, bits, at_slot, meta, levels)
-    listed = ints[:r, LISTED]
-    keys = np.empty(r, dtype=np.int64)
+    slot, state, listed = ints[:, SLOT], ints[:, STATE], ints[:r, LISTED]
+    lo = meta[FRONT]
+    hi = lo + meta[BLOCK]
+    ordered = np.empty(r, dtype=np.int64)
+    n = 0
+    for p in range(lo, hi):
+        j = at_slot[p]
+        if j >= 0 and slot[j] == p and state[j] == RUNNING:
+            ordered[n] = j
+            n += 1
+    rest = np.empty(r - n, dtype=np.int64)
+    keys = np.empty(r - n, dtype=np.int64)
+    k = 0
     for i in range(r):
-        keys[i] = ints[listed[i], SLOT]
+        j = listed[i]
+        if not lo <= slot[j] < hi:
+            rest[k] = j
+            keys[k] = slot[j]
+            k += 1
     order = np.argsort(keys)
-    first = meta[FRONT] - r
+    for i in range(k):
+        ordered[n + i] = rest[order[i]]
+    first = lo - r
     for i in range(r):
-        j = listed[order[i]]
+        j = ordered[i]
         row = ints[j, LEVEL]
         _flip(bits, counts, row, ints[j, SLOT], False)
         ints[j, SLOT] = first + i
         at_slot[first + i] = j
         _flip(bits, counts, row, first + i, True)
     meta[FRONT] = first
+    meta[BLOCK] = r
 
 
 def _push(heap: np.ndarray, meta: np.ndarray, t: float, job: int, since: float) -> None:
