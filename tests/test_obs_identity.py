@@ -12,7 +12,7 @@ Haswell's on an AVX2 one), each fitting to its own last bits. On an AVX2 machine
 ``OPENBLAS_CORETYPE=Sandybridge`` moves six of the seven digests, and the pin moves none.
 
 numpy picks its loops by CPU too: on an AVX-512 CPU its ``exp`` (the engine's speed noise, the
-estimates' errors) and ``log1p``, ``expm1`` and ``tanh`` (the observations) run AVX-512 code whose
+estimates' errors), ``log`` and ``log1p`` and ``expm1`` (the observations) run AVX-512 code whose
 last bits differ from the C library's (``np.exp`` and ``math.exp`` differ on 4.6% of draws from
 N(0, 0.1)). Unpinned, an AVX-512 machine moves six of the seven digests (the first at the
 reward of step 43 of ``ordering-none-fifo``), so ``NPY_DISABLE_CPU_FEATURES`` turns those loops
