@@ -38,12 +38,14 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Annotated
 
 import numpy as np
 
+from envs.sim import libm
 from envs.sim.policy import Action, ClusterView, FewestJobsReclaim, JobStatus
 from envs.sim.settings import Choice, Each, Flag, Num, Settings
 from heuristics.registry import register
@@ -224,9 +226,9 @@ class Shockwave:
             power = np.where(remaining < c.round_s, c.near_done_power, c.lam)
             # in log space: rho_hat ** power overflows; past boost_cap every boost is scaled by the
             # same factor, so the most lagging job still counts most (ours)
-            log_boost = np.where(lagging, power * np.log(np.maximum(rho_hat, 1.0)), 0.0)
-            log_boost -= max(0.0, float(log_boost.max()) - np.log(c.boost_cap))
-            weights = np.exp(np.maximum(log_boost, np.log(c.boost_floor)))
+            log_boost = np.where(lagging, power * libm.log(np.maximum(rho_hat, 1.0)), 0.0)
+            log_boost -= max(0.0, float(log_boost.max()) - math.log(c.boost_cap))
+            weights = libm.exp(np.maximum(log_boost, math.log(c.boost_floor)))
             plan = solve(_with(base, weights=weights), self._limits)
         self.plans.append(PlanRecord(now, len(active), plan.status, relaxed, plan.seconds))
         self._jobs = active

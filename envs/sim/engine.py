@@ -868,7 +868,7 @@ class Engine:
         c, now = self.config, self.now
         j.workers, j.nservers, j.base_rate = self._speed(j, j.base, j.flex, j.gpu_type)
         if c.fluctuation > 0.0:
-            j.noise = float(np.exp(self.rng_speed.normal(0.0, c.fluctuation)))
+            j.noise = math.exp(self.rng_speed.normal(0.0, c.fluctuation))  # not np.exp: see envs/sim/libm.py
             j.base_rate *= j.noise
         if c.contention > 0.0:
             j.crowd = self._crowd(j)

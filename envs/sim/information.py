@@ -33,6 +33,7 @@ from typing import Annotated
 
 import numpy as np
 
+from envs.sim import libm
 from envs.sim.model import JobSpec
 from envs.sim.settings import Choice, Num, Settings
 
@@ -73,7 +74,7 @@ def draw(config: InformationConfig, jobs: Sequence[JobSpec], rng: np.random.Gene
     users = list(dict.fromkeys(j.user for j in jobs))
     bias = dict(zip(users, rng.standard_normal(len(users)).tolist(), strict=True))
     log_err = config.sigma * z + config.user_sigma * np.array([bias[j.user] for j in jobs])
-    return Knowledge("estimate", tuple(np.exp(log_err).tolist()))
+    return Knowledge("estimate", tuple(libm.exp(log_err).tolist()))
 
 
 def estimated_total(estimate: float, done: float) -> float:

@@ -57,6 +57,7 @@ from typing import Annotated, Any
 
 import numpy as np
 
+from envs.sim import libm
 from envs.sim.fileio import atomic_open
 from envs.sim.model import GPU_TYPES, JobClass, JobSpec
 from envs.sim.settings import Each, Items, Names, Num, Settings, Span, Text
@@ -1031,7 +1032,7 @@ def generate(workload: SyntheticWorkload, rng: np.random.Generator) -> list[Trac
         log_d = mus[comp] + sigmas[comp] * rng.standard_normal(n)
     else:
         gpus, log_d, template = _recurring(workload, rng, gpu_values, gpu_cdf, (weights, mus, sigmas, comp_cdf))
-    duration = np.maximum(np.round(np.clip(np.exp(log_d), workload.min_duration_s, workload.max_duration_s)), 1.0)
+    duration = np.maximum(np.round(np.clip(libm.exp(log_d), workload.min_duration_s, workload.max_duration_s)), 1.0)
 
     prefix = workload.name_prefix
     triples = zip(submit.tolist(), duration.tolist(), gpus.tolist(), strict=True)

@@ -12,7 +12,7 @@ from typing import Annotated
 
 import numpy as np
 
-from envs.sim import information
+from envs.sim import information, libm
 from envs.sim.config import ConfigError, apply_overrides
 from envs.sim.engine import Engine, SimConfig, SimResult
 from envs.sim.feasibility import Unrunnable, UnrunnableError, describe, unrunnable
@@ -192,8 +192,8 @@ def servers_of(c: ClusterConfig, rng: np.random.Generator | None = None) -> list
     speeds = [1.0] * len(pools)
     groups = [0] * len(pools)
     if c.speed_groups > 0 and rng is not None:
-        group_factor = np.exp(rng.normal(0.0, c.group_sigma, c.speed_groups))
-        own = np.exp(rng.normal(0.0, c.server_sigma, len(pools)))
+        group_factor = libm.exp(rng.normal(0.0, c.group_sigma, c.speed_groups))
+        own = libm.exp(rng.normal(0.0, c.server_sigma, len(pools)))
         groups = [i % c.speed_groups for i in range(len(pools))]
         speeds = [float(group_factor[g] * own[i]) for i, g in enumerate(groups)]
     return [ServerSpec(i, gpu, c.gpus_per_server, pool, groups[i], speeds[i]) for i, (gpu, pool) in enumerate(pools)]
