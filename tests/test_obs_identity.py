@@ -5,18 +5,10 @@ episode ends) and hashes every observation, reward, mask and end flag it sees. T
 first recorded with the code before the incremental observation encoder (issue 21, commit f1ee159):
 a speed-up that moves any of them by one bit fails here.
 
-The rollouts run in a child process with OpenBLAS's kernels pinned (``OPENBLAS_CORETYPE=Haswell``,
-which every x86-64 CPU with AVX2 runs). The throughput model is fitted from the scaling profiles by
-LAPACK's least squares, and OpenBLAS picks its kernels by CPU (SkylakeX's on an AVX-512 CPU,
-Haswell's on an AVX2 one), each fitting to its own last bits. On an AVX2 machine,
-``OPENBLAS_CORETYPE=Sandybridge`` moves six of the seven digests, and the pin moves none.
-
-numpy picks its loops by CPU too: on an AVX-512 CPU its ``exp`` (the engine's speed noise, the
-estimates' errors), ``log`` and ``log1p`` and ``expm1`` (the observations) run AVX-512 code whose
-last bits differ from the C library's (``np.exp`` and ``math.exp`` differ on 4.6% of draws from
-N(0, 0.1)). Unpinned, an AVX-512 machine moves six of the seven digests (the first at the
-reward of step 43 of ``ordering-none-fifo``), so ``NPY_DISABLE_CPU_FEATURES`` turns those loops
-off, as an AVX2 CPU runs them.
+The rollouts run in a child process with OpenBLAS's kernels pinned (``OPENBLAS_CORETYPE=Haswell``)
+and numpy's AVX-512 loops off (``NPY_DISABLE_CPU_FEATURES``), as an AVX2 CPU runs them. The
+simulator's numbers do not depend on either (``tests/test_cpu_identity.py``), but the observation
+encoder still takes ``log1p`` and ``expm1`` from numpy, whose AVX-512 loops end in other bits.
 
     OPENBLAS_CORETYPE=Haswell NPY_DISABLE_CPU_FEATURES="X86_V4 AVX512F AVX512_SKX" \
         python tests/test_obs_identity.py    # print the digests of the code as it is now
@@ -82,17 +74,15 @@ PINNED = {
 """the BLAS kernels and numpy loops the digests were recorded with (see the module docstring)"""
 
 DIGESTS = {
-    # re-recorded with the Haswell kernels pinned, from the code of cc4fff0, which gave the earlier
-    # digests on the machines that recorded and checked them (its CI run passed); an AVX2 machine
-    # without the pin gives these
-    "ordering-aryl": "d5e1457dee8faffd03aca28cce735064100a2b6d5f55889bea1ce3df1345a21b",
-    "ordering-estimate": "6ba20240407693715d3b8cc4a16bfd8a2d4d603cf81516c93628a1af886a55da",
-    # re-recorded when fifo began starting elastic jobs at their max size (9dbd096): its starts moved
-    "ordering-none-fifo": "a394b89deab236a0f4eecf9bde6ab0538dd42bb82ed1b21fa0b342d0b1c1761b",
+    # re-recorded when the throughput model began to be fitted exactly (its last bits moved: every
+    # rate moved by up to 7e-13 relative), from the code of that commit
+    "ordering-aryl": "8a529d154f6b7d1b5cbc0dcf2fdabb2cc66c7d451e42257627a9a68533669b68",
+    "ordering-estimate": "d4ceec3e6236edab470880ada7bb48c8f1a93407c462a4b79d7e02517583f0cb",
+    "ordering-none-fifo": "5901213a47d42730ec790203a8672ea476e9c5f4809ff2abbf513e95cf99cb70",
     "ordering-mlfs-deadline": "45d4a5a0f7d8c79447ef5dd0c2430b900d79dcf2c36a79819180a670d49cbd3f",
-    "placement-aryl": "528598ad3815feb1ceef67986a0e382af70553de3d083ca8488a2ae8ea83a976",
-    "placement-cloud": "1e8c1130dfbae788ec81338afc24b883dfe708706c972db7d300ec735d686b9f",
-    "dual-aryl": "f30162aaf6f1226e72031a32415d049c9b8fcbe84cfe0ab8970daab7b39e28de",
+    "placement-aryl": "1e7b708822580666010627be6b818e6042c269f8f191a771cd27cb487914f164",
+    "placement-cloud": "a2d870f366e5b4dd9bac4a04023f16ca64e81f1fffeb84f6f8fca2f92d9c35fc",
+    "dual-aryl": "5b331c4aaf5691064deba724b3cd9ccc1e9316cca3341b7ea40ce6703fe4fa13",
 }
 
 

@@ -162,10 +162,10 @@ def test_pretrained_agents_are_shipped_for_the_readme() -> None:
 @pytest.mark.parametrize("name", SHIPPED)
 def test_a_pretrained_agent_reproduces_the_recorded_leaderboard_on_its_first_test_seed(name: str) -> None:
     """The suite's recorded figure (benchmarks/data/suite.json, the README's leaderboard) for the
-    shipped agent on the task's first test seed, to 1e-9 of it: bit for bit on a machine whose BLAS
-    kernels are those of the machine that recorded it. The throughput model is fitted by LAPACK, and
-    OpenBLAS picks its kernels by CPU: on an AVX2 machine, cloud's figure, recorded on a machine with
-    other kernels, comes out 2 ulp away (see tests/test_obs_identity.py)."""
+    shipped agent on the task's first test seed, to 1e-9 of it: the file was recorded while the
+    throughput model was fitted by numpy's BLAS, to last bits that followed the CPU (cloud's figure
+    came out 2 ulp away on another machine); the exact fit that replaced it moved every rate by at
+    most 7e-13 (tests/test_cpu_identity.py)."""
     from agents import evaluation as ev
     from agents.trained import AGENT_PREFIX
 

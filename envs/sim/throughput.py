@@ -46,6 +46,7 @@ import csv
 import itertools
 import os
 from collections import defaultdict
+from fractions import Fraction
 from pathlib import Path
 from typing import NamedTuple
 
@@ -108,17 +109,46 @@ def packed_servers(workers: int, gpus_per_server: int = 8) -> int:
     return max(1, -(-workers // gpus_per_server))
 
 
+def _solve(m: list[list[Fraction]], rhs: list[Fraction]) -> list[Fraction] | None:
+    """``x`` with ``m x = rhs`` exactly (Gauss-Jordan in rationals), or None where ``m`` is singular."""
+    rows = [[*r, v] for r, v in zip(m, rhs, strict=True)]
+    for i in range(len(rows)):
+        pivot = next((r for r in range(i, len(rows)) if rows[r][i]), None)
+        if pivot is None:
+            return None
+        rows[i], rows[pivot] = rows[pivot], rows[i]
+        for r in range(len(rows)):
+            if r != i and rows[r][i]:
+                f = rows[r][i] / rows[i][i]
+                rows[r] = [x - f * p for x, p in zip(rows[r], rows[i], strict=True)]
+    return [r[-1] / r[i] for i, r in enumerate(rows)]
+
+
 def _nnls(a: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Non-negative least squares for a handful of columns: best non-negative subset solution."""
-    best, best_res = np.zeros(a.shape[1]), float(y @ y)
-    for size in range(1, a.shape[1] + 1):
-        for cols in itertools.combinations(range(a.shape[1]), size):
-            x = np.linalg.lstsq(a[:, cols], y, rcond=None)[0]
-            res = float(np.sum((a[:, cols] @ x - y) ** 2))
-            if (x >= 0).all() and res < best_res:
-                best, best_res = np.zeros(a.shape[1]), res
-                best[list(cols)] = x
-    return best
+    """Non-negative least squares for a handful of columns: the best non-negative solution over
+    the column subsets, each the exact least-squares solution (its normal equations solved in
+    rationals) rounded once, so that the fit has the same bits on every CPU (a BLAS's least
+    squares ends in bits that follow the kernels it picks for the CPU)."""
+    rows = [[Fraction(v) for v in r] for r in a.tolist()]
+    ys = [Fraction(v) for v in y.tolist()]
+    n = a.shape[1]
+    gram = [[sum((r[i] * r[j] for r in rows), Fraction(0)) for j in range(n)] for i in range(n)]
+    ay = [sum((r[i] * v for r, v in zip(rows, ys, strict=True)), Fraction(0)) for i in range(n)]
+    yy = sum((v * v for v in ys), Fraction(0))
+    best, best_res = [Fraction(0)] * n, yy
+    for size in range(1, n + 1):
+        for cols in itertools.combinations(range(n), size):
+            x = _solve([[gram[i][j] for j in cols] for i in cols], [ay[i] for i in cols])
+            if x is None or min(x) < 0:
+                continue
+            res = yy - sum(  # |y - A x|^2 at the least-squares x
+                (v * ay[c] for c, v in zip(cols, x, strict=True)), Fraction(0)
+            )
+            if res < best_res:
+                best, best_res = [Fraction(0)] * n, res
+                for c, v in zip(cols, x, strict=True):
+                    best[c] = v
+    return np.array([float(v) for v in best])
 
 
 class _Fit(NamedTuple):
