@@ -80,6 +80,8 @@ class DualEnv(AECEnv):
         }
         self.action_spaces = {a: gymnasium.spaces.Discrete(act) for a, (_, act) in sizes.items()}
         self._rng = np.random.default_rng()
+        self._ordering_mask = np.zeros(max_jobs + 1, dtype=bool)  # the agents' masks now
+        self._placement_mask = np.zeros(ns, dtype=bool)
 
     def observation_space(self, agent: str) -> gymnasium.spaces.Space:
         return self.observation_spaces[agent]
@@ -113,9 +115,9 @@ class DualEnv(AECEnv):
             return {"observation": np.zeros(obs_size, np.float32), "action_mask": np.zeros(n_actions, np.int8)}
         if agent == ORDERING:
             obs = self.encoder.ordering(self._visible, self._fits)
-            mask = self._ordering_mask()
+            mask = self._ordering_mask
         else:
-            mask = self._placement_mask() if self.agent_selection == PLACEMENT else np.zeros(self.num_servers, bool)
+            mask = self._placement_mask if self.agent_selection == PLACEMENT else np.zeros(self.num_servers, bool)
             if self.agent_selection == PLACEMENT:
                 obs = self.encoder.placement(self.core.placing, self.core.left, self.core.chosen, mask)
             else:
@@ -130,7 +132,7 @@ class DualEnv(AECEnv):
         a = action_index(action)
         self._cumulative_rewards[agent] = 0.0
         if agent == ORDERING:
-            mask = self._ordering_mask()
+            mask = self._ordering_mask
             if not 0 <= a < len(mask) or not mask[a]:
                 raise InvalidAction(f"ordering action {a} is not allowed now: valid {np.flatnonzero(mask).tolist()}")
             if a == self.slots:
@@ -138,14 +140,17 @@ class DualEnv(AECEnv):
                 self._to_ordering_choice()
             else:
                 self.core.begin_placement(self._visible[a])
+                self._placement_mask = self.core.placement_mask()
                 self.agent_selection = PLACEMENT
         else:
-            mask = self._placement_mask()
+            mask = self._placement_mask
             if not 0 <= a < len(mask) or not mask[a]:
                 raise InvalidAction(f"placement action {a} is not allowed now: valid {np.flatnonzero(mask).tolist()}")
             if self.core.place_on(a):
                 self.agent_selection = ORDERING
                 self._to_ordering_choice()
+            else:
+                self._placement_mask = self.core.placement_mask()
         r = self.core.reward()
         self.rewards = {x: r for x in self.agents}
         if self.core.done:
@@ -157,15 +162,12 @@ class DualEnv(AECEnv):
 
     # ------------------------------------------------------------------ internals
     def _to_ordering_choice(self) -> None:
+        """Run to the ordering agent's next choice; its mask (kept until the next step: nothing
+        changes the simulator while the placement agent places the job it picks)."""
         self._visible, self._fits = self.core.next_choice(self.slots)
+        self._ordering_mask = self.core.ordering_mask(self._fits, self.slots)
         if self.core.done:
             self.agent_selection = ORDERING
-
-    def _ordering_mask(self) -> np.ndarray:
-        return self.core.ordering_mask(self._fits, self.slots)
-
-    def _placement_mask(self) -> np.ndarray:
-        return self.core.placement_mask()
 
     def render(self) -> str | None:
         """With ``render_mode="ansi"``: the single-agent envs' text picture (:func:`envs.base.ansi_picture`)."""

@@ -109,8 +109,11 @@ SERVER = Features(
 )
 _J, _C, _S = JOB.col, CLUSTER.col, SERVER.col
 _WAITING, _SLACK, _FITS, _AHEAD, _PREDICTED = (_J[n] for n in ("waiting", "slack", "fits", "ahead_gpus", "predicted"))
+_REMAINING, _ATTAINED, _REMAINING_BASE, _PREEMPTIONS = (
+    _J[n] for n in ("remaining", "attained", "remaining_base", "preemptions")
+)
 _CLUSTER_NAMES = CLUSTER.names
-_QT, _QS, _REM, _LB, _MG, _DL = range(6)  # Encoder._inputs' columns: queued time and since, remaining
+_QT, _QS, _REM, _LB, _MG, _DL = range(6)  # Encoder._inputs' fields: queued time and since, remaining
 # (as revealed), remaining at the base demand, min GPUs, deadline
 
 
@@ -120,6 +123,14 @@ def _log(x: float, scale: float) -> float:
 
 def _logs(x: np.ndarray, scale: float) -> np.ndarray:
     return np.minimum(1.0, np.log1p(np.maximum(x, 0.0)) / scale)
+
+
+def _hours(seconds: float) -> float:
+    """``min(log1p(hours) / 5, 1)`` of ``seconds`` >= 0 (nan stays nan), with numpy's ``log1p``:
+    on a Python float it gives the bits it gives over an array, which ``math.log1p`` does not
+    everywhere (tests/test_obs_identity.py)."""
+    value = float(np.log1p(seconds / 3600.0)) / 5.0
+    return 1.0 if value > 1.0 else value
 
 
 class SpeedEstimator:
@@ -202,7 +213,7 @@ class Encoder:
         n = view.num_jobs
         specs = [view.job(j) for j in range(n)]
         static = np.zeros((n, len(JOB)), dtype=np.float32)
-        base_slow = np.ones(n)
+        base_slow = [1.0] * n
         static[:, _J["present"]] = 1.0
         static[:, _J["gpus"]] = [math.log2(1 + s.num_gpus) / 6 for s in specs]
         static[:, _J["base_gpus"]] = [math.log2(1 + s.min_gpus) / 6 for s in specs]
@@ -219,17 +230,16 @@ class Encoder:
                 # remaining time at the base demand = remaining work / rate(min GPUs, packed)
                 base_slow[j] = 1.0 / view.rate(j, s.min_gpus, packed_servers(s.min_gpus), training)
         self._base_slow = base_slow
-        # per job, the inputs of the time-dependent features (columns _QT.._DL): what stays fixed
-        # while it waits (Waits), filled in when it enters the queue, and its deadline (nan if
-        # none) and min GPUs
-        self._inputs = np.zeros((n, 6))
-        self._inputs[:, _DL] = [np.nan if s.deadline is None else s.deadline for s in specs]
-        self._inputs[:, _MG] = [s.min_gpus for s in specs]
+        # per job, the inputs of the time-dependent features (fields _QT.._DL, plain floats: a few
+        # rows cost less in Python than in numpy): what stays fixed while it waits (Waits), filled
+        # in when it enters the queue, and its min GPUs and deadline (nan if none)
+        self._inputs = [
+            [0.0, 0.0, 0.0, 0.0, float(s.min_gpus), math.nan if s.deadline is None else float(s.deadline)]
+            for s in specs
+        ]
         self._rows = static  # the static features, then the ones fixed during a wait
         self._cursor = 0  # position in the view's queue log
-        self._predicted = np.zeros(n)  # the ``predicted`` feature, valid where _predicted_ok
-        self._predicted_ok = np.zeros(n, dtype=bool)
-        self._finished = 0  # the history's finishes taken in so far
+        self._predicted: dict[int, float] = {}  # the ``predicted`` feature of jobs, until a finish
         self._training_keys = sorted(k for k in types if k[1] == Pool.TRAINING)
         self._size = max(s.num_gpus for s in servers)
         self._server_gpus = np.array([s.num_gpus for s in servers], dtype=np.float32)
@@ -238,7 +248,6 @@ class Encoder:
             self._server_static[i, _S["inference"]] = 1.0 if server.pool == Pool.INFERENCE else 0.0
             self._server_static[i, _S["type_speed"]] = min(1.0, server.gpu_type.speed / 2.0)
         self._server_types = [s.gpu_type.name for s in servers]
-        self._deadlines = bool((~np.isnan(self._inputs[:, _DL])).any())  # any job of the episode has one
         self._allowed: dict[frozenset[str] | None, np.ndarray] = {}  # the "allowed" column by GPU types
         self._loads: ServerLoads | None = None  # the cluster state _server_now holds
         self._server_now = self._server_static
@@ -257,83 +266,94 @@ class Encoder:
         if not jobs:
             return
         w = view.waits(jobs)
-        idx = np.array(jobs, dtype=np.intp)
-        remaining = w.remaining if view.information != "none" else np.zeros(len(jobs))
-        left_base = remaining * self._base_slow[idx]
-        hours = np.log1p(np.array((remaining, w.attained, left_base)) / 3600.0) / 5.0
-        np.minimum(hours, 1.0, out=hours)
-        rows = self._rows
-        rows[idx, _J["remaining"]], rows[idx, _J["attained"]], rows[idx, _J["remaining_base"]] = hours
-        rows[idx, _J["preemptions"]] = np.minimum(w.preemptions, 5.0) / 5.0
-        inputs = self._inputs
-        inputs[idx, _REM] = remaining
-        inputs[idx, _LB] = left_base
-        inputs[idx, _QT] = w.queued_time
-        inputs[idx, _QS] = w.queued_since
+        known = view.information != "none"
+        reads = (w.remaining, w.attained, w.preemptions, w.queued_time, w.queued_since)
+        for j, remaining, attained, preemptions, queued_time, queued_since in zip(
+            jobs, *(a.tolist() for a in reads), strict=True
+        ):
+            remaining = remaining if known else 0.0
+            left_base = remaining * self._base_slow[j]
+            row = self._rows[j]
+            row[_REMAINING] = _hours(remaining)
+            row[_ATTAINED] = _hours(attained)
+            row[_REMAINING_BASE] = _hours(left_base)
+            row[_PREEMPTIONS] = min(preemptions, 5.0) / 5.0
+            self._inputs[j][:4] = queued_time, queued_since, remaining, left_base
 
-    def _sync_predicted(self, idx: np.ndarray) -> np.ndarray:
-        """The ``predicted`` feature of the jobs ``idx``, recomputed for every job once a job has
-        finished since (the history changed)."""
+    def _predictions(self, jobs: Sequence[int]) -> list[float]:
+        """The ``predicted`` feature of ``jobs``, each computed once per job and finish (a finish
+        changes the history)."""
         history = self.history
-        history.sync(self.view)
-        done = self.view.finished_since(self._finished)[1]
-        if done != self._finished:
-            self._finished = done
-            self._predicted_ok[:] = False
-        ok = self._predicted_ok[idx]
-        if not ok.all():
-            miss = idx[~ok]
-            view = self.view
-            predicted = [history.predict(view.job(j)) or 0.0 for j in miss.tolist()]
-            self._predicted[miss] = _logs(np.array(predicted) / 3600.0, 5.0)
-            self._predicted_ok[miss] = True
-        return self._predicted[idx]
+        if history.sync(self.view):
+            self._predicted.clear()
+        cache = self._predicted
+        out = []
+        for j in jobs:
+            value = cache.get(j)
+            if value is None:
+                value = cache[j] = _hours(history.predict(self.view.job(j)) or 0.0)
+            out.append(value)
+        return out
 
     # ------------------------------------------------------------------ job rows (both envs)
     def job_rows(
         self, visible: Sequence[int], fits: Sequence[bool], extra: int | None = None, pools: PoolState | None = None
     ) -> np.ndarray:
         """The rows of the ``visible`` jobs (the ordering env's slots; each may start now where
-        ``fits``), and of ``extra`` after them if given and not among them (the placement env's
-        job, which fits). ``ahead_gpus`` counts the jobs of these rows. Every job must be pending.
-        ``pools``: ``view.pools()`` if the caller has it already.
+        ``fits``), and of ``extra`` after them if given and not among them (which fits).
+        ``ahead_gpus`` counts the jobs of these rows. Every job must be pending. ``pools``:
+        ``view.pools()`` if the caller has it already.
 
         Incremental: what stays fixed while a job waits is computed once per wait
         (:meth:`_sync_waits`), ``predicted`` once per job and finish; only the time-dependent
-        features and those that depend on the set of rows are computed here, for all rows at once."""
-        view = self.view
+        features and those that depend on the set of rows are computed here."""
         jobs = list(visible) if extra is None or extra in visible else [*visible, extra]
+        return self._job_rows(jobs, range(len(jobs)), fits, pools)
+
+    def job_row(self, job: int, visible: Sequence[int], pools: PoolState | None = None) -> np.ndarray:
+        """The row of pending ``job``, which fits, ``ahead_gpus`` counted among the ``visible``
+        jobs and it (the placement env's job): the row of ``job`` in ``job_rows(visible, fits,
+        extra=job)``, built alone."""
+        jobs = list(visible) if job in visible else [*visible, job]
+        return self._job_rows(jobs, [jobs.index(job)], [True], pools)[0]
+
+    def _job_rows(
+        self, jobs: list[int], shown: Sequence[int], fits: Sequence[bool], pools: PoolState | None
+    ) -> np.ndarray:
+        """The rows of ``jobs[i]`` for ``i`` in ``shown``, the ``k``-th of them fitting where
+        ``fits[k]`` (and where ``k`` is past ``fits``); ``ahead_gpus`` counts all ``jobs``."""
+        view = self.view
         if not jobs:
-            return self._rows[jobs]
+            return self._rows[:0].copy()
         self._sync_waits()
         pending = view.pending
         if not all(map(pending.__contains__, jobs)):
             j = next(j for j in jobs if j not in pending)
             raise ValueError(f"job {j} is not pending: job rows show waiting jobs only")
-        idx = np.array(jobs, dtype=np.intp)
-        rows = self._rows[idx]
-        inputs = self._inputs[idx].T  # (one gather: its rows are the columns _QT.._DL)
-        now = view.now
-        waited = (inputs[_QT] + now) - inputs[_QS]
-        hours = np.log1p(waited / 3600.0)
-        hours /= 5.0
-        rows[:, _WAITING] = np.minimum(hours, 1.0, out=hours)
-        if self._deadlines:
-            deadlines = inputs[_DL]
-            has = ~np.isnan(deadlines)
-            if has.any():
-                rows[has, _SLACK] = np.tanh((deadlines[has] - now - inputs[_REM][has]) / 86400.0)
-        rows[: len(fits), _FITS] = fits
-        if len(jobs) > len(fits):
-            rows[len(fits) :, _FITS] = 1.0
-        # shortest-remaining-first: the base GPUs of the visible jobs ahead of each would go first
-        order = inputs[_LB].argsort(kind="stable")
-        base = inputs[_MG][order]
-        ahead = np.empty(len(jobs))
-        ahead[order] = base.cumsum() - base
+        inputs = [self._inputs[j] for j in jobs]
+        # shortest-remaining-first: the base GPUs of the jobs ahead of each would go first (a
+        # stable sort, as numpy's stable argsort: remaining_base is never nan; sums of whole
+        # numbers, exact in any order)
+        left_base = [x[_LB] for x in inputs]
+        ahead = [0.0] * len(jobs)
+        total = 0.0
+        for i in sorted(range(len(jobs)), key=left_base.__getitem__):
+            ahead[i] = total
+            total += inputs[i][_MG]
         p = pools if pools is not None else view.pools()
-        rows[:, _AHEAD] = np.minimum(1.0, ahead / max(1, p.training_gpus + p.loaned_gpus))
-        rows[:, _PREDICTED] = self._sync_predicted(idx)
+        room = max(1, p.training_gpus + p.loaned_gpus)
+        now = view.now
+        picked = [jobs[i] for i in shown]
+        rows = self._rows.take(picked, axis=0)  # (indexing by a list costs 20 times more)
+        for k, (i, predicted) in enumerate(zip(shown, self._predictions(picked), strict=True)):
+            queued_time, queued_since, remaining, _, _, deadline = inputs[i]
+            row = rows[k]
+            row[_WAITING] = _hours((queued_time + now) - queued_since)
+            if deadline == deadline:
+                row[_SLACK] = float(np.tanh((deadline - now - remaining) / 86400.0))
+            row[_FITS] = fits[k] if k < len(fits) else True
+            row[_AHEAD] = min(1.0, ahead[i] / room)
+            row[_PREDICTED] = predicted
         return rows
 
     # ------------------------------------------------------------------ ordering
@@ -423,8 +443,7 @@ class Encoder:
         off = ns * g
         visible = list(itertools.islice(view.pending, self.slots))
         pools = view.pools()
-        rows = self.job_rows(visible, [v == job for v in visible], extra=job, pools=pools)
-        out[off : off + len(JOB)] = rows[visible.index(job) if job in visible else -1]
+        out[off : off + len(JOB)] = self.job_row(job, visible, pools)
         out[off + len(JOB)] = math.log2(1 + left) / 6
         out[off + len(JOB) + 1 :] = self.cluster(pools)
         return out

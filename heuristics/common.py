@@ -5,6 +5,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Annotated
@@ -36,13 +37,30 @@ def start_sizes(job: JobSpec, elastic: str = "max") -> tuple[int, ...]:
     return (job.num_gpus,)
 
 
-def types_for(view: ClusterView, job: JobSpec, pool: Pool, gpus: int, order: str = "fastest") -> list[str]:
-    """The GPU types of ``pool`` that ``job`` allows, in the preference of ``order`` (:data:`TYPE_ORDERS`)."""
+_TYPE_ORDERS: weakref.WeakKeyDictionary[ClusterView, dict[tuple[object, ...], tuple[str, ...]]] = (
+    weakref.WeakKeyDictionary()
+)
+""":func:`types_for`'s answers, kept per view (dropped with it)."""
+
+
+def types_for(view: ClusterView, job: JobSpec, pool: Pool, gpus: int, order: str = "fastest") -> tuple[str, ...]:
+    """The GPU types of ``pool`` that ``job`` allows, in the preference of ``order`` (:data:`TYPE_ORDERS`).
+
+    Computed once per view and (allowed types, model, requested GPUs, pool, ``gpus``, order): all
+    it depends on (the cluster's types and the throughput model's nominal rates stay fixed)."""
+    memo = _TYPE_ORDERS.get(view)
+    if memo is None:
+        memo = _TYPE_ORDERS[view] = {}
+    key = (job.gpu_types, job.model, job.num_gpus, pool, gpus, order)
+    held = memo.get(key)
+    if held is not None:
+        return held
     names = [t for t, p in view.pool_types() if p == pool and job.allows(view.gpu_type(t))]
     if order == "fastest" and len(names) > 1:
         speed = {t: view.rate(job.job_id, gpus, 1, t) for t in names}
         names.sort(key=lambda t: -speed[t])  # stable: equals keep the cluster's order
-    return names
+    memo[key] = answer = tuple(names)
+    return answer
 
 
 def pack(
@@ -63,8 +81,12 @@ def pack(
     ``exclude``: servers not to use. ``None`` if it does not fit.
     """
     for pool in pools:
-        for tname in types_for(view, job, pool, gpus, type_order) if gpu_type is None else (gpu_type,):
-            if not job.allows(view.gpu_type(tname)) or view.total_free(tname, pool) < gpus:
+        if gpu_type is None:
+            names = types_for(view, job, pool, gpus, type_order)
+        else:
+            names = (gpu_type,) if job.allows(view.gpu_type(gpu_type)) else ()
+        for tname in names:
+            if view.total_free(tname, pool) < gpus:
                 continue
             if not exclude:
                 sid = view.best_fit(tname, pool, gpus)

@@ -77,7 +77,9 @@ class DurationHistory:
     _by: dict[tuple[str, ...], _Window] = field(default_factory=dict)
     _median: dict[tuple[str, ...], float] = field(default_factory=dict)
 
-    def sync(self, view: ClusterView) -> None:
+    def sync(self, view: ClusterView) -> int:
+        """Take in the jobs finished since the last call; how many there were (predictions may
+        have changed only if any)."""
         done, self._cursor = view.finished_since(self._cursor)
         for job in done:
             spec = view.job(job)
@@ -87,6 +89,7 @@ class DurationHistory:
                 if past is None:
                     past = self._by[key] = _Window(self.window)
                 self._median[key] = past.add(work)
+        return len(done)
 
     def predict(self, spec: JobSpec) -> float | None:
         """The predicted duration (seconds on its requested GPUs), or None with no history yet."""

@@ -7,6 +7,7 @@ is imported when the registry is first used, so adding a policy is adding one fi
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import pkgutil
 from collections.abc import Callable, Mapping
@@ -58,7 +59,9 @@ def register(
     _ENTRIES[name] = PolicyEntry(name, factory, config, needs, oracle)
 
 
+@functools.cache
 def _load_all() -> None:
+    """Import every policy module of the package (once: each registers its names on import)."""
     for m in pkgutil.iter_modules(heuristics.__path__):
         if m.name not in ("registry", "common"):
             importlib.import_module(f"heuristics.{m.name}")

@@ -91,7 +91,6 @@ class Tiresias:
         self._levels = len(self._thresholds) + 1
         self._cursor = 0  # position in the engine's queue log
         self._finished = 0  # position in the engine's log of finishes
-        self._types_of: dict[tuple[frozenset[str] | None, str, int], list[str]] = {}  # see _types
         self._sizes: dict[Size, Size] = {}  # see _size
         self._reclaim = FewestJobsReclaim()
         self._jobs = -1  # the tables' width (the engine's jobs) once made, see _tables
@@ -322,14 +321,9 @@ class Tiresias:
         self._bits = np.concatenate([self._bits, rows])
         self._counts = np.concatenate([self._counts, np.zeros(self._levels, dtype=np.int64)])
 
-    def _types(self, view: ClusterView, spec: JobSpec) -> list[str]:
-        """``types_for`` the training pool at the job's request, kept per (allowed types, model,
-        GPUs): all it depends on (the throughput model's rates of that model at those GPUs)."""
-        key = (spec.gpu_types, spec.model, spec.num_gpus)
-        types = self._types_of.get(key)
-        if types is None:
-            types = self._types_of[key] = types_for(view, spec, Pool.TRAINING, spec.num_gpus, self.config.type_order)
-        return types
+    def _types(self, view: ClusterView, spec: JobSpec) -> tuple[str, ...]:
+        """``types_for`` the training pool at the job's request."""
+        return types_for(view, spec, Pool.TRAINING, spec.num_gpus, self.config.type_order)
 
     def _type_list(self, view: ClusterView, spec: JobSpec) -> int:
         """The row of the job's ``_types`` (as training type indices) in the type-list table."""

@@ -231,7 +231,18 @@ class ClusterView:
     are never shown (the servers' ``speed_factor`` reads 1). An ``oracle`` view shows the truth.
     """
 
-    __slots__ = ("_cache", "_e", "_factor", "_free_list", "_level", "_loads", "_servers", "_specs", "_unplaceable")
+    __slots__ = (
+        "__weakref__",  # a policy may keep what it derives from a view's fixed data per view
+        "_cache",
+        "_e",
+        "_factor",
+        "_free_list",
+        "_level",
+        "_loads",
+        "_servers",
+        "_specs",
+        "_unplaceable",
+    )
 
     def __init__(self, engine: Engine, knowledge: Knowledge | None = None, oracle: bool = False) -> None:
         self._e = engine
