@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from envs.core import Core
+from envs.sim import libm
 from envs.sim.model import JobClass, Pool
 from envs.sim.policy import ClusterView, PoolState, ServerLoads
 from envs.sim.throughput import packed_servers
@@ -122,14 +123,12 @@ def _log(x: float, scale: float) -> float:
 
 
 def _logs(x: np.ndarray, scale: float) -> np.ndarray:
-    return np.minimum(1.0, np.log1p(np.maximum(x, 0.0)) / scale)
+    return np.minimum(1.0, libm.log1p(np.maximum(x, 0.0)) / scale)
 
 
 def _hours(seconds: float) -> float:
-    """``min(log1p(hours) / 5, 1)`` of ``seconds`` >= 0 (nan stays nan), with numpy's ``log1p``:
-    on a Python float it gives the bits it gives over an array, which ``math.log1p`` does not
-    everywhere (tests/test_obs_identity.py)."""
-    value = float(np.log1p(seconds / 3600.0)) / 5.0
+    """``min(log1p(hours) / 5, 1)`` of ``seconds`` >= 0 (nan stays nan)."""
+    value = math.log1p(seconds / 3600.0) / 5.0
     return 1.0 if value > 1.0 else value
 
 
@@ -434,7 +433,7 @@ class Encoder:
         for sid in chosen:
             srv[sid, _S["chosen"]] = 1.0
         mean, std = self.speeds.estimate()
-        srv[:, _S["speed_est"]] = np.clip(np.expm1(mean), -1.0, 1.0)
+        srv[:, _S["speed_est"]] = np.clip(libm.expm1(mean), -1.0, 1.0)
         srv[:, _S["speed_std"]] = np.clip(std, 0.0, 1.0)
         srv[:, _S["valid"]] = valid
         spare = (loads.free.astype(np.float32) - left) / self._server_gpus

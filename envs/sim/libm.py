@@ -5,7 +5,9 @@ numpy picks its loops by CPU: on a CPU with AVX-512 its ``exp``, ``log``, ``log1
 numpy's other loops and Python's ``math`` call. One bit of a server's speed or a job's duration
 can turn a later decision, so a run's numbers would follow the CPU it ran on. These functions
 apply ``math``'s function to each element instead (``np.exp(x)`` and ``exp(x)`` are equal on a
-CPU without AVX-512)."""
+CPU without AVX-512). numpy's ``tanh`` has a loop of its own from AVX2 on, the same bits with and
+without AVX-512 (a CPU without AVX2 differs), so it stays numpy's: the observations' deadline
+slack uses it, and ``math.tanh`` would move them everywhere."""
 
 from __future__ import annotations
 
