@@ -9,7 +9,8 @@ it. So permuting the items permutes their logits and leaves the value unchanged.
 
 ``SlotPolicy`` plugs this into sb3-contrib's ``MaskableActorCriticPolicy``: the scorer is the
 policy's ``mlp_extractor`` and emits the logits directly (the usual linear action head, which
-would mix items, is replaced by the identity).
+would mix items, is replaced by the identity). Its action distribution is sb3-contrib's masked
+categorical without ``torch.distributions``' argument checks (:class:`UncheckedCategorical`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import itertools
 from typing import Any
 
 import torch as th
+from gymnasium import spaces
+from sb3_contrib.common.maskable.distributions import MaskableCategorical, MaskableCategoricalDistribution
 from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
 from torch import nn
 
@@ -107,6 +110,17 @@ class SlotScorer(nn.Module):
         return self._logits(codes, summary), self.value(summary)
 
 
+class UncheckedCategorical(MaskableCategoricalDistribution):
+    """sb3-contrib's masked categorical, built with ``validate_args=False``: torch then skips the
+    checks that the logits are finite and that each action lies in the support, which cost a
+    good part of every forward pass of these small networks and change no value (the logits come
+    from the network, the actions from the masked distribution or the rollout buffer)."""
+
+    def proba_distribution(self, action_logits: th.Tensor) -> UncheckedCategorical:  # type: ignore[override]
+        self.distribution = MaskableCategorical(logits=action_logits.view(-1, self.action_dim), validate_args=False)
+        return self
+
+
 class SlotPolicy(MaskableActorCriticPolicy):
     """MaskablePPO policy over item rows. ``policy_kwargs``: ``n_items``, ``item_dim``,
     ``extra_actions``, ``present_index``, ``hidden``, ``activation`` (see :class:`SlotScorer`; saved
@@ -132,6 +146,8 @@ class SlotPolicy(MaskableActorCriticPolicy):
             activation=activation,
         )
         super().__init__(*args, **kwargs)
+        assert isinstance(self.action_space, spaces.Discrete)
+        self.action_dist = UncheckedCategorical(int(self.action_space.n))
 
     def _build_mlp_extractor(self) -> None:
         ctx = self.features_dim - self.slot_kwargs["n_items"] * self.slot_kwargs["item_dim"]
