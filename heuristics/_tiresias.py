@@ -47,9 +47,10 @@ META = 9
 EMPTY = 1 << 62  # a row's first-bit bound when it has none
 TIME, JOB, HSINCE = range(3)  # heap columns
 CLASS_GPUS, CLASS_TYPES = range(2)
-# the columns of an entry (``enter``'s ``entries``) and of a start (``enter``'s ``starts``)
+# the fields of an entry and of a start (``enter``'s ``inputs``), and the counts that open them
 E_JOB, E_CLASS, E_TYPES, E_SERVICE, E_SINCE, E_RUN = range(6)
 S_JOB, S_ON, S_GPUS, S_NOW, S_SERVICE = range(5)
+N_FRESH, N_STARTS, N_DONE, N_NEW, N_ENTRIES = range(5)
 
 
 def _ctz(x: int) -> int:
@@ -290,32 +291,37 @@ def enter(
     thresholds: np.ndarray,
     knob: float,
     at_slot: np.ndarray,
-    fresh: np.ndarray,
-    starts: np.ndarray,
-    done: np.ndarray,
-    new: np.ndarray,
-    entries: np.ndarray,
+    inputs: np.ndarray,
 ) -> tuple[int, int]:
     """Apply, in this order: the jobs seen for the first time (``fresh``: each takes the place
-    after every other, in this order), the ``starts`` (a row each, columns S_*: a job runs since
-    ``S_NOW`` on ``S_GPUS`` GPUs of training type ``S_ON`` (-1: another); a pending one at its
-    level and service, another at the level of its attained ``S_SERVICE``), the jobs ``done`` (finished),
-    the jobs ``new`` to the queue (one that runs stops), and the ``entries`` (a row each, columns
-    E_*: pending jobs, with their service and, if it is above 0, their wait's start and their run
-    time: their promotion falls due at ``since + knob * run time``; one whose level changed takes
-    the place after every other). Then, if the running jobs changed (a start, a stop other than a
-    finish, a demotion), they take the places before every other (``_front``). Returns how many
-    running jobs stopped, and how many jobs are pending now."""
+    after every other, in this order), the ``starts`` (fields S_*: a job runs since ``S_NOW`` on
+    ``S_GPUS`` GPUs of training type ``S_ON`` (-1: another); a pending one at its level and
+    service, another at the level of its attained ``S_SERVICE``), the jobs ``done`` (finished),
+    the jobs ``new`` to the queue (one that runs stops), and the ``entries`` (fields E_*: pending
+    jobs, with their service and, if it is above 0, their wait's start and their run time: their
+    promotion falls due at ``since + knob * run time``; one whose level changed takes the place
+    after every other). Then, if the running jobs changed (a start, a stop other than a finish, a
+    demotion), they take the places before every other (``_front``). Returns how many running
+    jobs stopped, and how many jobs are pending now.
+
+    ``inputs``: all five as one float array (one conversion and one argument each call, where
+    most calls bring a job or two): their counts (N_*), then ``fresh``, the starts' fields, ``done``,
+    ``new`` and the entries' fields, one after the other (job ids are exact as floats)."""
     levels = thresholds.shape[0] + 1
     state, level, cls, slot = ints[:, STATE], ints[:, LEVEL], ints[:, CLASS], ints[:, SLOT]
     listed, listed_at = ints[:, LISTED], ints[:, LISTED_AT]
-    for i in range(fresh.shape[0]):
-        _give(ints, bits, at_slot, meta, levels, fresh[i])
-    if starts.shape[0]:
+    fresh = N_ENTRIES + 1
+    starts = fresh + int(inputs[N_FRESH])
+    done = starts + 5 * int(inputs[N_STARTS])
+    new = done + int(inputs[N_DONE])
+    entries = new + int(inputs[N_NEW])
+    for i in range(fresh, starts):
+        _give(ints, bits, at_slot, meta, levels, int(inputs[i]))
+    if done > starts:
         meta[MOVED] = 1
-    for i in range(starts.shape[0]):
-        j = int(starts[i, S_JOB])
-        service = starts[i, S_SERVICE]
+    for at in range(starts, done, 5):
+        j = int(inputs[at + S_JOB])
+        service = inputs[at + S_SERVICE]
         if state[j] == PENDING:
             _flip(bits, counts, (cls[j] + 1) * levels + level[j], slot[j], False)
             meta[PENDING_JOBS] -= 1
@@ -331,39 +337,40 @@ def enter(
             listed_at[j] = r
             meta[RUNS] = r + 1
         state[j] = RUNNING
-        gpus = int(starts[i, S_GPUS])
-        ints[j, ON] = int(starts[i, S_ON])
+        gpus = int(inputs[at + S_GPUS])
+        ints[j, ON] = int(inputs[at + S_ON])
         ints[j, GPUS] = gpus
-        floats[j, CHECK] = _check_time(thresholds, level[j], floats[j, OFFSET], starts[i, S_NOW], gpus, service)
+        floats[j, CHECK] = _check_time(thresholds, level[j], floats[j, OFFSET], inputs[at + S_NOW], gpus, service)
     stopped = 0
-    for i in range(done.shape[0]):
-        stopped += _stop(ints, bits, counts, meta, done[i])
-        slot[done[i]] = -1  # (its place is free)
-    for i in range(new.shape[0]):
-        if _stop(ints, bits, counts, meta, new[i]):
+    for i in range(done, new):
+        j = int(inputs[i])
+        stopped += _stop(ints, bits, counts, meta, j)
+        slot[j] = -1  # (its place is free)
+    for i in range(new, entries):
+        if _stop(ints, bits, counts, meta, int(inputs[i])):
             stopped += 1
             meta[MOVED] = 1
-    for i in range(entries.shape[0]):
-        j = int(entries[i, E_JOB])
+    for at in range(entries, entries + 6 * int(inputs[N_ENTRIES]), 6):
+        j = int(inputs[at + E_JOB])
         was_pending = state[j] == PENDING
         if was_pending:
             _flip(bits, counts, (cls[j] + 1) * levels + level[j], slot[j], False)
         else:
             meta[PENDING_JOBS] += 1
         state[j] = PENDING
-        service = entries[i, E_SERVICE]
-        c = int(entries[i, E_CLASS])
+        service = inputs[at + E_SERVICE]
+        c = int(inputs[at + E_CLASS])
         was = level[j]
         level[j] = _level(thresholds, service - floats[j, OFFSET])
         if level[j] != was:
             _give(ints, bits, at_slot, meta, levels, j)
         cls[j] = c
-        ints[j, TYPES] = int(entries[i, E_TYPES])
+        ints[j, TYPES] = int(inputs[at + E_TYPES])
         ints[j, GPUS] = classes[CLASS_GPUS, c]
         _flip(bits, counts, (c + 1) * levels + level[j], slot[j], True)
         floats[j, SERVICE] = service
         if service > 0.0:  # it has run (held GPUs) before
-            since, run = entries[i, E_SINCE], entries[i, E_RUN]
+            since, run = inputs[at + E_SINCE], inputs[at + E_RUN]
             if not (was_pending and floats[j, SINCE] == since):  # (else it has this entry: one will do)
                 floats[j, SINCE] = since
                 floats[j, RUN] = run

@@ -54,9 +54,6 @@ from heuristics.registry import register
 _PENDING, _RUNNING = JobStatus.PENDING, JobStatus.RUNNING  # bound once: a member lookup costs ten globals
 _TRAINING = Pool.TRAINING
 _INF, _NAN = float("inf"), float("nan")
-_NO_STARTS = np.zeros((0, 5))
-_NO_JOBS = np.zeros(0, dtype=np.int64)
-_NO_ENTRIES = np.zeros((0, 6))
 
 
 @dataclass(frozen=True)
@@ -94,8 +91,9 @@ class Tiresias:
         self._sizes: dict[Size, Size] = {}  # see _size
         self._reclaim = FewestJobsReclaim()
         self._jobs = -1  # the tables' width (the engine's jobs) once made, see _tables
-        self._batch: list[float] = []  # starts not yet in the tables (their S_* columns, one after the other)
-        self._kinds: dict[int, tuple[int, int]] = {}  # job -> its class and type list (see _sync)
+        self._batch: list[float] = []  # starts not yet in the tables (their S_* fields, one after the other)
+        self._kinds: dict[int, tuple[int, int]] = {}  # job -> its class and type list (see _kind)
+        self._kind_of: dict[tuple[int, frozenset[str] | None, str], tuple[int, int]] = {}  # the same by _kind's key
         self._preempts: dict[int, Preempt] = {}
         self._pending = 0  # pending jobs in the tables, less the starts since
         self._running = 0  # jobs tracked as running, with the starts since
@@ -131,6 +129,7 @@ class Tiresias:
         self._counts = np.zeros(0, dtype=np.int64)
         self._add_rows()  # the running jobs' rows
         self._list_of: dict[tuple[str, ...], int] = {}
+        self._names: list[tuple[str, ...]] = []  # the type lists by row, as type names
         self._type_lists = np.full((0, max(1, len(names))), -1, dtype=np.int64)
 
     def _list(self, view: ClusterView, jobs: Sequence[int]) -> None:
@@ -151,7 +150,7 @@ class Tiresias:
         done, self._finished = view.finished_since(self._finished)
         if not (new or done or self._batch or self._meta[kern.MOVED]):
             return  # (MOVED: a demotion, after which the running jobs take the front places)
-        entries: list[float] = []  # their E_* columns, one after the other
+        entries: list[float] = []  # their E_* fields, one after the other
         if new:
             self._list(view, new)
             kinds, status_of, service_of = self._kinds, view.status_of, view.attained_service
@@ -160,8 +159,7 @@ class Tiresias:
                     continue
                 kind = kinds.get(job)
                 if kind is None:
-                    spec = view.job(job)
-                    kind = kinds[job] = (self._size_class(view, spec), self._type_list(view, spec))
+                    kind = kinds[job] = self._kind(view, view.job(job))
                 service = service_of(job)
                 if service > 0.0:  # it has run (held GPUs) before: its promotion falls due
                     entries += (job, *kind, service, view.queued_since(job), view.run_time(job))
@@ -176,6 +174,8 @@ class Tiresias:
             self._heap = np.concatenate([heap, np.zeros_like(heap)])
         batch, self._batch = self._batch, []
         fresh, self._fresh = self._fresh, []
+        inputs: list[float] = [len(fresh), len(batch) // 5, len(done), len(new), len(entries) // 6]  # kern.N_*
+        inputs += (*fresh, *batch, *done, *new, *entries)
         stopped, self._pending = self._k.enter(
             self._ints,
             self._floats,
@@ -187,11 +187,7 @@ class Tiresias:
             self._bounds,
             self.config.promote_knob,
             self._at_slot,
-            np.array(fresh, dtype=np.int64) if fresh else _NO_JOBS,
-            np.array(batch, dtype=np.float64).reshape(-1, 5) if batch else _NO_STARTS,
-            np.array(done, dtype=np.int64) if done else _NO_JOBS,
-            np.array(new, dtype=np.int64) if new else _NO_JOBS,
-            np.array(entries, dtype=np.float64).reshape(-1, 6) if entries else _NO_ENTRIES,
+            np.array(inputs, dtype=np.float64),
         )
         self._running -= stopped
 
@@ -209,7 +205,7 @@ class Tiresias:
                 return
             job = int(self._at_slot[at % places])
             spec = view.job(job)
-            placed = _place(view, spec, self._types(view, spec))
+            placed = _place(view, spec, self._names[self._kinds[job][1]])
             assert placed is not None  # pack places a job exactly when one type it allows has room
             yield Start(job, placed[0])
             self._started(view, job, self._type_index[placed[1]], spec.num_gpus)
@@ -302,6 +298,16 @@ class Tiresias:
             known = self._sizes[size] = (spec.num_gpus, None if len(allowed) == len(set(training)) else allowed)
         return known
 
+    def _kind(self, view: ClusterView, spec: JobSpec) -> tuple[int, int]:
+        """The job's size class and type list (``_size_class``, ``_type_list``): all they read of a
+        job is its GPUs, the types it allows and its model (``types_for`` orders by the model's
+        rate)."""
+        key = (spec.num_gpus, spec.gpu_types, spec.model)
+        kind = self._kind_of.get(key)
+        if kind is None:
+            kind = self._kind_of[key] = (self._size_class(view, spec), self._type_list(view, spec))
+        return kind
+
     def _size_class(self, view: ClusterView, spec: JobSpec) -> int:
         """The column of the job's size class (``_size``) in the class table."""
         size = self._size(view, spec)
@@ -321,16 +327,14 @@ class Tiresias:
         self._bits = np.concatenate([self._bits, rows])
         self._counts = np.concatenate([self._counts, np.zeros(self._levels, dtype=np.int64)])
 
-    def _types(self, view: ClusterView, spec: JobSpec) -> tuple[str, ...]:
-        """``types_for`` the training pool at the job's request."""
-        return types_for(view, spec, Pool.TRAINING, spec.num_gpus, self.config.type_order)
-
     def _type_list(self, view: ClusterView, spec: JobSpec) -> int:
-        """The row of the job's ``_types`` (as training type indices) in the type-list table."""
-        names = tuple(self._types(view, spec))
+        """The row of the job's ``types_for`` the training pool at its request (as training type
+        indices) in the type-list table."""
+        names = types_for(view, spec, Pool.TRAINING, spec.num_gpus, self.config.type_order)
         row = self._list_of.get(names)
         if row is None:
             row = self._list_of[names] = len(self._list_of)
+            self._names.append(names)
             line = np.full((1, self._type_lists.shape[1]), -1, dtype=np.int64)
             line[0, : len(names)] = [self._type_index[t] for t in names]
             self._type_lists = np.concatenate([self._type_lists, line])
