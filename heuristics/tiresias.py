@@ -48,7 +48,7 @@ from envs.sim.model import JobSpec, Pool
 from envs.sim.policy import Action, Alloc, ClusterView, FewestJobsReclaim, JobStatus, Preempt, Start
 from envs.sim.settings import Choice, Each, Num, Settings
 from heuristics import _tiresias as kern
-from heuristics.common import TRAINING_ONLY, TYPE_ORDERS, Size, free_gpus, pack, types_for
+from heuristics.common import TRAINING_ONLY, TYPE_ORDERS, Size, pack, types_for
 from heuristics.registry import register
 
 _PENDING, _RUNNING = JobStatus.PENDING, JobStatus.RUNNING  # bound once: a member lookup costs ten globals
@@ -136,10 +136,12 @@ class Tiresias:
         """The ``jobs`` seen for the first time take the places after every other (the next
         ``_apply``), by (submit time, job id)."""
         spec_of, given = view.job, self._given
-        new = sorted((spec_of(job).submit_time, job) for job in jobs if not given[job])
-        for _, job in new:
+        new = [job for job in jobs if not given[job]]
+        if len(new) > 1:
+            new.sort(key=lambda job: (spec_of(job).submit_time, job))
+        for job in new:
             given[job] = 1
-            self._fresh.append(job)
+        self._fresh += new
 
     def _sync(self, view: ClusterView) -> None:
         """Take in the starts since the last sync, and the jobs that entered the queue (ranked
@@ -195,9 +197,9 @@ class Tiresias:
         self._sync(view)
         if view.round_tick and view.pending:  # with nobody waiting, every running job keeps its GPUs
             yield from self._reprioritise(view)
-        if not self._pending or not free_gpus(view, TRAINING_ONLY):
+        if not self._pending or not self._free_now(view):
             return  # nothing to start, or no room for any job
-        free, places, next_fit, levels = self._free_now(view), self._places, self._k.next_fit, self._levels
+        free, places, next_fit, levels = self._free, self._places, self._k.next_fit, self._levels
         at = 0
         while True:  # the backfill: the pending jobs in rank order that fit now
             at = next_fit(self._ints, self._bits, self._counts, self._at_slot, self._classes, levels, free, at)
@@ -209,15 +211,16 @@ class Tiresias:
             assert placed is not None  # pack places a job exactly when one type it allows has room
             yield Start(job, placed[0])
             self._started(view, job, self._type_index[placed[1]], spec.num_gpus)
-            free = self._free_now(view)
+            self._free_now(view)
             at += 1
 
-    def _free_now(self, view: ClusterView) -> np.ndarray:
-        """Free GPUs per training type (on placeable servers)."""
-        free = self._free
+    def _free_now(self, view: ClusterView) -> int:
+        """Free GPUs per training type (on placeable servers) into ``_free``; their sum."""
+        free, total = self._free, 0
         for i, t in enumerate(self._training):
-            free[i] = view.total_free(t, _TRAINING)
-        return free
+            free[i] = n = view.total_free(t, _TRAINING)
+            total += n
+        return total
 
     def _started(self, view: ClusterView, job: int, on: int, gpus: int, service: float = _NAN) -> None:
         """Track a job that runs on ``gpus`` GPUs of training type ``on`` (its index; -1:
@@ -264,9 +267,10 @@ class Tiresias:
         self._up_to_date(view)
         k, ints, out, levels = self._k, self._ints, self._out, self._levels
         chosen = self._chosen
+        self._free_now(view)
         starts, drops = k.choose(
             ints, self._bits, self._counts, self._meta, self._at_slot, self._classes, self._type_lists, levels,
-            self._free_now(view), chosen, out,
+            self._free, chosen, out,
         )  # fmt: skip
         if drops:
             dropped = set(out[:drops].tolist())
