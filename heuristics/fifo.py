@@ -26,7 +26,7 @@ def by_submit(view: ClusterView, job: int) -> tuple[float, ...]:
 
 
 def by_remaining(view: ClusterView, job: int) -> tuple[float, ...]:
-    return (view.state(job).remaining_work, view.job(job).submit_time, job)
+    return (view.remaining_work(job), view.job(job).submit_time, job)
 
 
 def requested(spec: JobSpec) -> int:
