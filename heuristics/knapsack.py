@@ -204,8 +204,12 @@ def _dp(
             table[q + c] = -np.inf
         for c in range(lo, hi + 1):
             table[q + c] = table[p + c] + z
+        best = z  # the best of the lighter options (none: weight 0)
         for w in range(1, top + 1):  # weight by weight: the inner loop runs along the row
             v = vals[s + w]
+            if not v > best:  # dominated: a lighter option is as good, and no row decreases along c
+                continue
+            best = v
             for c in range(max(lo, w), hi + 1):
                 x = table[p + c - w] + v
                 m = table[q + c]
