@@ -102,7 +102,7 @@ class _Cand:
     new: int = 0  # extra GPUs chosen by phase 2
     until: float = math.nan  # its restarting_until (set by movable: it changes with the job's stamp)
     prog: tuple[float, float, float, float] | None = None  # its view.projection (set with until)
-    rates: np.ndarray | None = None  # ArylScaling.rates of the job, x = 0..top (a cache, set at first use)
+    slot: int = -1  # where ArylScaling.rates of the job (x = 0..top) begin in its rate store (-1: not yet)
 
 
 class _Layout:
@@ -410,19 +410,11 @@ class _Fitter:
                 yield Scale(c.job, tuple((s, n - gone.get(s, 0)) for s, n in c.flex if n > gone.get(s, 0)))
 
 
-def _packed_rates(cands: Sequence[_Cand]) -> tuple[np.ndarray, np.ndarray]:
-    """The candidates' rate rows end to end, and where each starts: a candidate without rates yet
-    (never offered an option) has zeros in their place."""
-    segs = [np.zeros(max(0, c.top + 1)) if c.rates is None else c.rates for c in cands]
-    lengths = np.array([len(r) for r in segs], dtype=np.int64)
-    return np.concatenate(segs), np.cumsum(lengths) - lengths
-
-
 @dataclass(slots=True)
 class _Group:
     """The inputs of :func:`~heuristics.knapsack.phase2_kernel` that stay the same while one GPU type's candidates do:
-    per job (in the group's order) its id, rates (``_Cand.rates``, one after the other), where
-    they begin, base and current extra GPUs, and whether it is doomed. Also, where the view
+    per job (in the group's order) its id, where its rates begin in the rate store
+    (``_Cand.slot``), base and current extra GPUs, and whether it is doomed. Also, where the view
     gives projections (``project``), each job's projection and ``until``, as of the ``progs``
     tuples they come from: a job's candidate stays the same while its stamp changes (its restart
     may end at another time, its rate change, with the same allocation), so these rows are
@@ -430,8 +422,7 @@ class _Group:
 
     key: tuple[_Cand, ...]
     jobs: list[int]
-    rates: np.ndarray
-    starts: np.ndarray  # where each job's rates begin in ``rates``
+    starts: np.ndarray  # where each job's rates begin in the rate store (-1: none yet; never read then)
     bases: np.ndarray
     curs: np.ndarray
     doomed: np.ndarray
@@ -442,27 +433,22 @@ class _Group:
     sinces: np.ndarray
     speeds: np.ndarray
     until: np.ndarray
-    segs: list[np.ndarray | None]  # the candidates' rates in ``rates`` (None: zeros, no rates yet)
+    slots: list[int]  # ``starts`` as a list (the candidates' slots when it was written)
 
     def patch(self, key: tuple[_Cand, ...]) -> bool:
         """Make this the group of the candidates ``key`` in place, if they are the same jobs in
-        the same order with the same number of options each (those that changed are new
-        candidates after an allocation change, or got their rates since): only their entries
-        are rewritten. False (nothing changed) otherwise."""
-        old, segs = self.key, self.segs
+        the same order (those that changed are new candidates after an allocation change, or got
+        their rates since): only their entries are rewritten. False (nothing changed) otherwise."""
+        old, slots = self.key, self.slots
         if len(key) != len(old):
             return False
-        todo = [i for i, c in enumerate(key) if c is not old[i] or c.rates is not segs[i]]
-        starts, rates = self.starts, self.rates
-        ends = [int(starts[i + 1]) if i + 1 < len(key) else len(rates) for i in todo]
-        for i, end in zip(todo, ends, strict=True):
-            c = key[i]
-            if c.job != old[i].job or (max(0, c.top + 1) if c.rates is None else len(c.rates)) != end - starts[i]:
+        todo = [i for i, c in enumerate(key) if c is not old[i] or c.slot != slots[i]]
+        for i in todo:
+            if key[i].job != old[i].job:
                 return False
-        for i, end in zip(todo, ends, strict=True):
+        for i in todo:
             c = key[i]
-            rates[starts[i] : end] = 0.0 if c.rates is None else c.rates
-            segs[i] = c.rates
+            self.starts[i] = slots[i] = c.slot
             self.bases[i], self.curs[i], self.doomed[i] = c.base, c.cur, c.doomed
             self.progs[i] = _STALE  # (the next sync rewrites its projection row)
         self.key = key
@@ -476,12 +462,12 @@ class _Group:
         if not self.project or any(c.prog is None for c in key):
             return None
         at = {c.job: i for i, c in enumerate(self.key)}
-        old, segs_old, progs_old = self.key, self.segs, self.progs
+        old, slots_old, progs_old = self.key, self.slots, self.progs
         src: list[int] = []
         new: list[int] = []  # positions (in key) of the candidates whose rows are written here
         for k, c in enumerate(key):
             i = at.get(c.job, -1)
-            if i < 0 or old[i] is not c or segs_old[i] is not c.rates:
+            if i < 0 or old[i] is not c or slots_old[i] != c.slot:
                 i = 0
                 new.append(k)
             src.append(i)
@@ -492,15 +478,16 @@ class _Group:
             c = key[k]
             bases[k], curs[k], doomed[k] = c.base, c.cur, c.doomed
             progs[k] = _STALE  # (the next sync rewrites its projection row)
+        slots = [c.slot for c in key]
         return _Group(
             key,
             [c.job for c in key],
-            *_packed_rates(key),
+            np.array(slots, dtype=np.int64),
             *(bases, curs, doomed),
             True,
             progs,
             *(self.works[idx], self.dones[idx], self.sinces[idx], self.speeds[idx], self.until[idx]),
-            [c.rates for c in key],
+            slots,
         )
 
     def sync(self, group: list[_Cand]) -> bool:
@@ -534,6 +521,11 @@ class ArylScaling:
     ordering: Phase1Order | None = None
     group_flex: bool = True
     _rates: dict[tuple[int, str, int], list[float]] = field(default_factory=dict, init=False, repr=False)
+    # the rates the knapsack reads, each candidate's x = 0..top in one slot of a flat store (append
+    # only), by (job, type, base servers, top)
+    _store: np.ndarray = field(default_factory=lambda: np.zeros(1024), init=False, repr=False)
+    _stored: int = field(default=0, init=False, repr=False)
+    _slots: dict[tuple[int, str, int, int], int] = field(default_factory=dict, init=False, repr=False)
     _memo: Movables = field(default_factory=Movables, init=False, repr=False)
     _groups: dict[str, _Group] = field(default_factory=dict, init=False, repr=False)  # by GPU type
     _churn: np.ndarray = field(init=False, repr=False)
@@ -574,6 +566,20 @@ class ArylScaling:
         """``view.rate`` on base + x workers, x = 0..top."""
         return self._cached(view, c, size, c.top)[: c.top + 1]
 
+    def _slot(self, view: ClusterView, c: _Cand, size: int) -> int:
+        """Where :meth:`rates` of ``c`` begin in the rate store (written there at the first ask)."""
+        key = (c.job, c.gpu_type, len(c.base_servers), c.top)
+        at = self._slots.get(key)
+        if at is None:
+            r = self.rates(view, c, size)
+            at, end = self._stored, self._stored + len(r)
+            if end > len(self._store):
+                self._store = np.concatenate([self._store[:at], np.zeros(max(end, 2 * len(self._store)) - at)])
+            self._store[at:end] = r
+            self._stored = end
+            self._slots[key] = at
+        return at
+
     def _cached(self, view: ClusterView, c: _Cand, size: int, top: int) -> list[float]:
         """The cached ``view.rate`` on base + x workers, x = 0..top at least (it depends on the
         job's base layout only)."""
@@ -611,8 +617,8 @@ class ArylScaling:
             if room < top:
                 top = room
             tops.append(top)
-            if top > 0 and c.rates is None:  # at its first use, as the rates cache is filled
-                c.rates = np.array(self.rates(view, c, size))
+            if top > 0 and c.slot < 0:  # at its first use, as the rates cache is filled
+                c.slot = self._slot(view, c, size)
                 fresh = True
         if max(tops) <= 0:
             for c in group:
@@ -631,7 +637,7 @@ class ArylScaling:
             until = np.array([c.until for c in group])
         code = phase2_kernel(
             *progress,
-            *(a.rates, a.starts, sizes, a.bases, a.curs, until, a.doomed),
+            *(self._store, a.starts, sizes, a.bases, a.curs, until, a.doomed),
             *(view.now, self._churn, cap),
             *(workspace(len(tops), cap), values, out),
         )
@@ -641,8 +647,8 @@ class ArylScaling:
 
     def _arrays(self, group: list[_Cand], fresh: bool) -> _Group:
         """The per-job inputs of :func:`~heuristics.knapsack.phase2_kernel` for ``group``, kept
-        while the group is the same candidates (which keep their sizes) and none got its rates since (``fresh``). A job
-        without rates yet (never offered an option) gets zeros in their place: it has no values."""
+        while the group is the same candidates and none got its rates since (``fresh``). A job
+        without rates yet (never offered an option) has no values: its start is never read."""
         key = tuple(group)
         held = self._groups.get(group[0].gpu_type)
         if held is not None:
@@ -658,10 +664,11 @@ class ArylScaling:
         project = all(p is not None for p in progs)
         cols = np.array([p for p in progs if p is not None] if project else [], dtype=float).reshape(-1, 4).T
         works, dones, sinces, speeds = (np.ascontiguousarray(col) for col in cols)
+        slots = [c.slot for c in group]
         g = _Group(
             key,
             [c.job for c in group],
-            *_packed_rates(group),
+            np.array(slots, dtype=np.int64),
             np.array([c.base for c in group], dtype=np.int64),
             np.array([c.cur for c in group], dtype=np.int64),
             np.array([c.doomed for c in group], dtype=bool),
@@ -669,7 +676,7 @@ class ArylScaling:
             progs,
             *(works, dones, sinces, speeds),
             np.array([c.until for c in group]),
-            [c.rates for c in group],
+            slots,
         )
         self._groups[group[0].gpu_type] = g
         return g
