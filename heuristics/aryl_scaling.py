@@ -71,14 +71,14 @@ from __future__ import annotations
 import heapq
 import math
 import operator
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from envs.sim.policy import Action, Alloc, ClusterView, JobStatus, Migrate, Scale
 from heuristics.aryl_config import ArylConfig, Phase1Order
-from heuristics.aryl_place import ArylPlacement, FreeMap, Key, plan
+from heuristics.aryl_place import ArylPlacement, FreeMap, Key, ServerIndex, plan
 from heuristics.common import Size
 from heuristics.knapsack import phase2_kernel, refuse, workspace
 
@@ -268,10 +268,17 @@ class ArylRoom:
     make_room: bool = True
     rescue: bool = True
     _memo: Movables = field(default_factory=Movables, init=False, repr=False)
+    # whether some server is being reclaimed, as of the view's unplaceable servers then (the view
+    # gives the same tuple while no server's status changes)
+    _reclaims: tuple[tuple[int, ...] | None, bool] = field(default=(None, False), init=False, repr=False)
 
     def preempt(self, view: ClusterView) -> Iterator[Action]:
-        if self.rescue and view.reclaiming_servers():
-            yield from self._rescue(view)
+        if self.rescue:
+            bad = view.unplaceable_servers()
+            if self._reclaims[0] is not bad:
+                self._reclaims = (bad, bool(view.reclaiming_servers()))
+            if self._reclaims[1]:
+                yield from self._rescue(view)
         if self.make_room:
             yield from self._room(view)
 
@@ -536,8 +543,8 @@ class ArylScaling:
 
     # ------------------------------------------------------------------ the plan
     def scale(self, view: ClusterView) -> Iterator[Action]:
-        now = FreeMap.now(self.placement.index(view), view)
-        fm = now.copy()
+        index = self.placement.index(view)
+        fm = FreeMap.now(index, view)
         cands: dict[str, list[_Cand]] = {}
         every = movable(view, False, self._memo)
         for c in every:
@@ -553,7 +560,7 @@ class ArylScaling:
             if t in blocked:
                 cap = min(cap, sum(c.cur for c in group))
             self.allocate(view, group, cap, fm)
-        yield from self._emit(view, self._place(view, cands, now))
+        yield from self._emit(view, self._place(view, cands, index))
 
     # ------------------------------------------------------------------ phase 2 proper
     def _servers(self, c: _Cand, x: int, size: int) -> int:
@@ -697,9 +704,9 @@ class ArylScaling:
         return out
 
     # ------------------------------------------------------------------ placement and actions
-    def _place(self, view: ClusterView, cands: dict[str, list[_Cand]], fm: FreeMap) -> list[tuple[_Cand, Alloc]]:
-        """New flexible placements (where they changed): keep first, then best fit. ``fm``: the
-        GPUs free now (this edits it).
+    def _place(self, view: ClusterView, cands: dict[str, list[_Cand]], index: ServerIndex) -> list[tuple[_Cand, Alloc]]:
+        """New flexible placements (where they changed): keep first, then best fit, on a virtual
+        map of the GPUs free now.
 
         Keeping never runs short: each job's own flexible GPUs are on the virtual map and the
         other jobs keep only theirs, so the map is only updated (and read) if some job wants
@@ -726,6 +733,7 @@ class ArylScaling:
                 kept.append((c, part, left))
         if not wants:
             return [(c, tuple(sorted(got.items()))) for c, got, _ in kept if _changed(c, got)]
+        fm = FreeMap.now(index, view)
         fm.give([a for c in moving for a in c.flex_ok])  # (integers: the order does not matter)
         fm.take([a for _, got, _ in kept for a in got.items()])
         kept.sort(key=lambda k: (-k[2], k[0].job))  # best fit decreasing
@@ -755,14 +763,13 @@ class ArylScaling:
             old = dict(c.flex)
             return all(n <= view.free(s) + old.get(s, 0) for s, n in new)
 
-        def shrink(c: _Cand, new: Alloc) -> bool:
-            old = dict(c.flex)
-            return all(n <= old.get(s, 0) for s, n in new)
-
-        todo = [ch for ch in changes if not shrink(*ch)]
+        todo = []  # the changes that grow somewhere
         for c, new in changes:
-            if shrink(c, new):
+            old = dict(c.flex)
+            if all(n <= old.get(s, 0) for s, n in new):
                 yield Scale(c.job, new)
+            else:
+                todo.append((c, new))
         while todo:
             ready = [ch for ch in todo if fits(*ch)]
             if not ready:  # circular wait (rare): shrink each to what it keeps, then grow all
