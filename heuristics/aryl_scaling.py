@@ -134,13 +134,14 @@ class _Layout:
 
 @dataclass
 class Movables:
-    """What :func:`movable` keeps between calls (one per caller, and per ``with_flex``)."""
+    """What :func:`movable` keeps between calls (one per ``with_flex``; callers may share one)."""
 
     layouts: dict[int, _Layout] = field(default_factory=dict)
     verdicts: dict[int, _Cand | None] = field(default_factory=dict)  # job -> its verdict (None: left out)
     view: ClusterView | None = None  # the view they were made on
     changed: set[int] = field(default_factory=set)  # the jobs whose stamp changed since (view.watch_stamps)
     bad: tuple[int, ...] | None = None  # the unplaceable servers then
+    bad_set: frozenset[int] = frozenset()  # the same, as a set
     with_flex: bool | None = None
 
 
@@ -153,7 +154,7 @@ def movable(view: ClusterView, with_flex: bool = False, memo: Movables | None = 
     unplaceable = view.unplaceable_servers()
     running = view.running
     if memo is None:
-        memo = Movables()
+        memo = Movables(bad=unplaceable, bad_set=frozenset(unplaceable))
         fresh: Iterable[int] = running
     elif memo.view is view and memo.bad == unplaceable and memo.with_flex == with_flex:
         fresh = [job for job in memo.changed if job in running]
@@ -162,9 +163,8 @@ def movable(view: ClusterView, with_flex: bool = False, memo: Movables | None = 
             memo.view, memo.changed = view, view.watch_stamps()
         fresh = running
         memo.verdicts.clear()
-        memo.bad, memo.with_flex = unplaceable, with_flex
-    layouts, verdicts = memo.layouts, memo.verdicts
-    bad = set(unplaceable)
+        memo.bad, memo.bad_set, memo.with_flex = unplaceable, frozenset(unplaceable), with_flex
+    layouts, verdicts, bad = memo.layouts, memo.verdicts, memo.bad_set
     for job in fresh:  # (each verdict is the job's own: the order does not matter)
         lay = layouts.get(job)
         if lay is None:
@@ -182,7 +182,7 @@ def movable(view: ClusterView, with_flex: bool = False, memo: Movables | None = 
     return [c for c in map(verdicts.__getitem__, running) if c is not None]
 
 
-def _verdict(view: ClusterView, job: int, lay: _Layout, with_flex: bool, bad: set[int]) -> _Cand | None:
+def _verdict(view: ClusterView, job: int, lay: _Layout, with_flex: bool, bad: frozenset[int]) -> _Cand | None:
     """:func:`movable`'s answer for one running elastic job: its candidate, or None."""
     if with_flex and view.workers(job) <= lay.min_gpus:
         return None
@@ -261,13 +261,15 @@ class ArylRoom:
     :param ordering: phase 1's ordering (which pending jobs, in which order).
     :param make_room: do step 2.
     :param rescue: do step 1.
+    :param memo: what :func:`movable` keeps between calls (without ``with_flex``), shared with
+        the scheduler's phase 2 (:attr:`ArylScaling.memo`) so that each stamp change is read once.
     """
 
     placement: ArylPlacement
     ordering: Phase1Order
     make_room: bool = True
     rescue: bool = True
-    _memo: Movables = field(default_factory=Movables, init=False, repr=False)
+    memo: Movables = field(default_factory=Movables, repr=False)
     # whether some server is being reclaimed, as of the view's unplaceable servers then (the view
     # gives the same tuple while no server's status changes)
     _reclaims: tuple[tuple[int, ...] | None, bool] = field(default=(None, False), init=False, repr=False)
@@ -291,7 +293,7 @@ class ArylRoom:
                 jobs.append((job, st))
         if not jobs:
             return
-        fit = _Fitter(self.placement, view, [c for c in movable(view, True, self._memo) if c.cur])
+        fit = _Fitter(self.placement, view, self._flexible(view))
         moves: list[Migrate] = []
         for job, st in jobs:
             spec = view.job(job)
@@ -315,10 +317,16 @@ class ArylRoom:
         yield from fit.scale_ins()
         yield from moves
 
+    def _flexible(self, view: ClusterView) -> list[_Cand]:
+        """The movable jobs with flexible workers on placeable servers (those of
+        ``movable(view, True)``: a running elastic job's base holds at least its ``min_gpus``,
+        an engine rule, so one with flexible workers holds more)."""
+        return [c for c in movable(view, False, self.memo) if c.cur]
+
     def _room(self, view: ClusterView) -> Iterator[Action]:
         if not view.pending:
             return
-        cands = [c for c in movable(view, True, self._memo) if c.cur]
+        cands = self._flexible(view)
         if not cands or not self._may_displace(view, cands):
             return
         fit = _Fitter(self.placement, view, cands)
@@ -521,19 +529,20 @@ class ArylScaling:
     :param ordering: the phase-1 ordering (an aged job it still has waiting keeps flexible
         workers from growing on its GPU types); ``None``: no such rule.
     :param group_flex: flexible workers never on a server with the job's base workers.
+    :param memo: what :func:`movable` keeps between calls (see :class:`ArylRoom`).
     """
 
     config: ArylConfig
     placement: ArylPlacement
     ordering: Phase1Order | None = None
     group_flex: bool = True
+    memo: Movables = field(default_factory=Movables, repr=False)
     _rates: dict[tuple[int, str, int], list[float]] = field(default_factory=dict, init=False, repr=False)
     # the rates the knapsack reads, each candidate's x = 0..top in one slot of a flat store (append
     # only), by (job, type, base servers, top)
     _store: np.ndarray = field(default_factory=lambda: np.zeros(1024), init=False, repr=False)
     _stored: int = field(default=0, init=False, repr=False)
     _slots: dict[tuple[int, str, int, int], int] = field(default_factory=dict, init=False, repr=False)
-    _memo: Movables = field(default_factory=Movables, init=False, repr=False)
     _groups: dict[str, _Group] = field(default_factory=dict, init=False, repr=False)  # by GPU type
     _churn: np.ndarray = field(init=False, repr=False)
 
@@ -546,7 +555,7 @@ class ArylScaling:
         index = self.placement.index(view)
         fm = FreeMap.now(index, view)
         cands: dict[str, list[_Cand]] = {}
-        every = movable(view, False, self._memo)
+        every = movable(view, False, self.memo)
         for c in every:
             cands.setdefault(c.gpu_type, []).append(c)
         fm.give([a for c in every for a in c.flex_ok])
