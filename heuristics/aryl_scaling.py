@@ -231,9 +231,11 @@ def _allowed(view: ClusterView, types: frozenset[str] | None) -> list[Key]:
 _JOB = operator.attrgetter("job")  # a candidate's job (the sort key of phase 2's placement)
 
 
-def _changed(c: _Cand, mine: dict[int, int]) -> bool:
-    """Whether the flexible placement ``mine`` differs from the job's."""
-    return tuple(sorted(mine.items())) != tuple(sorted(c.flex))
+def _changed(c: _Cand, mine: dict[int, int]) -> Alloc | None:
+    """The flexible placement ``mine`` as an allocation (sorted), if it differs from the job's;
+    else None."""
+    new = tuple(sorted(mine.items()))
+    return new if new != tuple(sorted(c.flex)) else None
 
 
 def _div(a: float, b: float) -> float:
@@ -389,10 +391,12 @@ class _Fitter:
         self.virt = self.real.copy()
         self.cands = cands
         self.held: dict[int, dict[int, int]] = {}  # server -> job -> flexible GPUs there
-        for c in cands:
-            self.virt.give(c.flex_ok)
+        free, total, key_of, held = self.virt.free, self.virt.totals, self.real.index.key_of, self.held
+        for c in cands:  # (their flexible GPUs given back on the virtual map)
             for s, n in c.flex_ok:
-                self.held.setdefault(s, {})[c.job] = n
+                free[s] += n
+                total[key_of[s]] += n
+                held.setdefault(s, {})[c.job] = n
         self.displaced: dict[int, int] = {}
 
     def place(self, keys: list[Key], need: int) -> Alloc | None:
@@ -555,10 +559,12 @@ class ArylScaling:
         index = self.placement.index(view)
         fm = FreeMap.now(index, view)
         cands: dict[str, list[_Cand]] = {}
-        every = movable(view, False, self.memo)
-        for c in every:
+        free, total, key_of = fm.free, fm.totals, index.key_of
+        for c in movable(view, False, self.memo):  # grouped by type; their flexible GPUs given back
             cands.setdefault(c.gpu_type, []).append(c)
-        fm.give([a for c in every for a in c.flex_ok])
+            for s, n in c.flex_ok:
+                free[s] += n
+                total[key_of[s]] += n
         blocked: set[str] = set()
         if self.ordering is not None:  # an aged job still waiting: phase 1 is blocked
             head = self.ordering.oldest_aged(view)
@@ -741,7 +747,7 @@ class ArylScaling:
                         left -= m
                 kept.append((c, part, left))
         if not wants:
-            return [(c, tuple(sorted(got.items()))) for c, got, _ in kept if _changed(c, got)]
+            return [(c, new) for c, got, _ in kept if (new := _changed(c, got)) is not None]
         fm = FreeMap.now(index, view)
         fm.give([a for c in moving for a in c.flex_ok])  # (integers: the order does not matter)
         fm.take([a for _, got, _ in kept for a in got.items()])
@@ -763,8 +769,9 @@ class ArylScaling:
                 left -= m
                 if left == 0:
                     break
-            if _changed(c, mine):
-                out.append((c, tuple(sorted(mine.items()))))
+            new = _changed(c, mine)
+            if new is not None:
+                out.append((c, new))
         return out
 
     def _emit(self, view: ClusterView, changes: list[tuple[_Cand, Alloc]]) -> Iterator[Action]:
