@@ -225,6 +225,8 @@ class ArylPlacement:
     type_order: str = "fastest"
     _index: ServerIndex | None = field(default=None, init=False, repr=False)
     _keys: dict[tuple[int, str | None], list[Key]] = field(default_factory=dict, init=False, repr=False)
+    # pool_order's answers by all they depend on (those of types_for, and the pool order)
+    _orders: dict[tuple[object, ...], list[Key]] = field(default_factory=dict, init=False, repr=False)
     _starts: dict[int, tuple[int, list[Key]]] = field(default_factory=dict, init=False, repr=False)
 
     def index(self, view: ClusterView) -> ServerIndex:
@@ -238,7 +240,10 @@ class ArylPlacement:
         keys = self._keys.get(k)
         if keys is None:
             loaned_first = self.loaned_first and self.elastic and spec.elastic
-            keys = pool_order(view, spec, loaned_first, gpu_type, self.type_order)
+            alike = (loaned_first, gpu_type, spec.gpu_types, spec.model, spec.num_gpus)
+            keys = self._orders.get(alike)
+            if keys is None:
+                keys = self._orders[alike] = pool_order(view, spec, loaned_first, gpu_type, self.type_order)
             self._keys[k] = keys
         return keys
 
