@@ -50,9 +50,10 @@ the base's servers otherwise.
 
 Implementation (speed only, the decisions are the ones above): a job's sizes and layout are kept
 between calls while its allocation stays the same tuples, and its verdict while its stamp does
-(the engine tells which stamps changed: ``ClusterView.watch_stamps``); one GPU type's per-job
-inputs are kept while its candidates stay the same, and rewritten for the ones that changed
-while the jobs stay the same; the remaining works (from each job's ``ClusterView.projection``,
+(the engine tells which stamps changed: ``ClusterView.watch_stamps``; the room and phase 2 share
+what they keep); each job's rates are kept in one store, and its other inputs in a row of its
+own, rewritten only where its candidate or projection changed, so a GPU type's group is only
+the list of its jobs' rows; the remaining works (from each job's ``ClusterView.projection``,
 read when its stamp changes), the values (restart costs included) and the knapsack are one
 compiled call (:func:`~heuristics.knapsack.phase2_kernel`), with the same floating-point
 operations as ``remaining_work`` and the formula above; placement touches the virtual map only if some job wants
@@ -83,7 +84,6 @@ from heuristics.common import Size
 from heuristics.knapsack import phase2_kernel, refuse, workspace
 
 _RUNNING = JobStatus.RUNNING  # (a module constant: an enum member lookup costs more than the test)
-_STALE = (math.nan,) * 4  # a projection row to rewrite (compared by identity)
 
 
 @dataclass(slots=True)
@@ -429,99 +429,68 @@ class _Fitter:
                 yield Scale(c.job, tuple((s, n - gone.get(s, 0)) for s, n in c.flex if n > gone.get(s, 0)))
 
 
-@dataclass(slots=True)
-class _Group:
-    """The inputs of :func:`~heuristics.knapsack.phase2_kernel` that stay the same while one GPU type's candidates do:
-    per job (in the group's order) its id, where its rates begin in the rate store
-    (``_Cand.slot``), base and current extra GPUs, and whether it is doomed. Also, where the view
-    gives projections (``project``), each job's projection and ``until``, as of the ``progs``
-    tuples they come from: a job's candidate stays the same while its stamp changes (its restart
-    may end at another time, its rate change, with the same allocation), so these rows are
-    brought up to date at every use, where the candidate's ``prog`` is another tuple."""
+class _Rows:
+    """The per-job inputs of :func:`~heuristics.knapsack.phase2_kernel`, a row per job (given at
+    its first sight; the arrays grow by doubling), so that a GPU type's group is only the array
+    of its jobs' rows. A row holds where the job's rates begin in the rate store (``_Cand.slot``),
+    its base and current extra GPUs and whether it is doomed, written when its candidate (or the
+    candidate's slot) is another; and, where the view gives projections, its projection and
+    ``until``, written when its ``prog`` is another tuple (a job's candidate stays the same while
+    its stamp changes: its restart may end at another time, its rate change, with the same
+    allocation)."""
 
-    key: tuple[_Cand, ...]
-    jobs: list[int]
-    starts: np.ndarray  # where each job's rates begin in the rate store (-1: none yet; never read then)
-    bases: np.ndarray
-    curs: np.ndarray
-    doomed: np.ndarray
-    project: bool
-    progs: list[tuple[float, float, float, float] | None]
-    works: np.ndarray
-    dones: np.ndarray
-    sinces: np.ndarray
-    speeds: np.ndarray
-    until: np.ndarray
-    slots: list[int]  # ``starts`` as a list (the candidates' slots when it was written)
+    def __init__(self) -> None:
+        self.of: dict[int, int] = {}  # job -> row
+        self.cands: list[_Cand | None] = []  # per row: the candidate its first part was written from
+        self.slots: list[int] = []  # and that candidate's slot then
+        self.progs: list[tuple[float, float, float, float] | None] = []  # the projection written (None: none)
+        n = 64
+        self.starts, self.bases, self.curs = (np.zeros(n, dtype=np.int64) for _ in range(3))
+        self.doomed = np.zeros(n, dtype=bool)
+        self.works, self.dones, self.sinces, self.speeds, self.until = (np.zeros(n) for _ in range(5))
 
-    def patch(self, key: tuple[_Cand, ...]) -> bool:
-        """Make this the group of the candidates ``key`` in place, if they are the same jobs in
-        the same order (those that changed are new candidates after an allocation change, or got
-        their rates since): only their entries are rewritten. False (nothing changed) otherwise."""
-        old, slots = self.key, self.slots
-        if len(key) != len(old):
-            return False
-        todo = [i for i, c in enumerate(key) if c is not old[i] or c.slot != slots[i]]
-        for i in todo:
-            if key[i].job != old[i].job:
-                return False
-        for i in todo:
-            c = key[i]
-            self.starts[i] = slots[i] = c.slot
-            self.bases[i], self.curs[i], self.doomed[i] = c.base, c.cur, c.doomed
-            self.progs[i] = _STALE  # (the next sync rewrites its projection row)
-        self.key = key
-        return True
+    def _new(self, job: int) -> int:
+        r = self.of[job] = len(self.cands)
+        self.cands.append(None)
+        self.slots.append(-1)
+        self.progs.append(None)
+        n = len(self.starts)
+        if r == n:
+            for name in ("starts", "bases", "curs", "doomed", "works", "dones", "sinces", "speeds", "until"):
+                old = getattr(self, name)
+                setattr(self, name, np.concatenate([old, np.zeros_like(old)]))
+        return r
 
-    def regroup(self, key: tuple[_Cand, ...]) -> _Group | None:
-        """The group of the candidates ``key`` (jobs joined or left), reusing this group's rows
-        of the candidates that stay the same objects with the same rates (where the view gives
-        projections: a new candidate's projection row is left stale, for :meth:`sync`). None
-        (nothing built) where this group or ``key`` has a candidate without a projection."""
-        if not self.project or any(c.prog is None for c in key):
-            return None
-        at = {c.job: i for i, c in enumerate(self.key)}
-        old, slots_old, progs_old = self.key, self.slots, self.progs
-        src: list[int] = []
-        new: list[int] = []  # positions (in key) of the candidates whose rows are written here
-        for k, c in enumerate(key):
-            i = at.get(c.job, -1)
-            if i < 0 or old[i] is not c or slots_old[i] != c.slot:
-                i = 0
-                new.append(k)
-            src.append(i)
-        idx = np.array(src, dtype=np.int64)
-        progs = [progs_old[i] for i in src]
-        bases, curs, doomed = self.bases[idx], self.curs[idx], self.doomed[idx]
-        for k in new:
-            c = key[k]
-            bases[k], curs[k], doomed[k] = c.base, c.cur, c.doomed
-            progs[k] = _STALE  # (the next sync rewrites its projection row)
-        slots = [c.slot for c in key]
-        return _Group(
-            key,
-            [c.job for c in key],
-            np.array(slots, dtype=np.int64),
-            *(bases, curs, doomed),
-            True,
-            progs,
-            *(self.works[idx], self.dones[idx], self.sinces[idx], self.speeds[idx], self.until[idx]),
-            slots,
-        )
-
-    def sync(self, group: list[_Cand]) -> bool:
-        """Bring the projection rows up to date with ``group`` (this group's candidates); False
-        if some candidate has no projection (then the rows are not to be used)."""
-        progs = self.progs
-        for i, c in enumerate(group):
+    def rows(self, group: list[_Cand]) -> tuple[np.ndarray, bool]:
+        """The rows of ``group``'s jobs, brought up to date, and whether every job has a projection
+        (else the projection parts are not to be used)."""
+        of, cands, slots, progs = self.of, self.cands, self.slots, self.progs
+        out: list[int] = []
+        project = True
+        for c in group:
+            r = of.get(c.job)
+            if r is None:
+                r = self._new(c.job)
+            if cands[r] is not c or slots[r] != c.slot:
+                cands[r], slots[r] = c, c.slot
+                self.starts[r], self.bases[r], self.curs[r], self.doomed[r] = c.slot, c.base, c.cur, c.doomed
             p = c.prog
-            if p is not progs[i]:
-                if p is None:
-                    return False
-                progs[i] = p
-                self.works[i], self.dones[i], self.sinces[i], self.speeds[i] = p
-                self.until[i] = c.until
-        return True
+            if p is None:
+                project = False
+            elif p is not progs[r]:
+                progs[r] = p
+                self.works[r], self.dones[r], self.sinces[r], self.speeds[r] = p
+                self.until[r] = c.until
+            out.append(r)
+        return np.array(out, dtype=np.int64), project
+
+    def remaining(self, rows: np.ndarray, rems: list[float], group: list[_Cand]) -> None:
+        """Write the remaining works ``rems`` and the ``until`` of ``group`` (no projections) in
+        their rows' works and until (their projection parts are then to be written again)."""
+        self.works[rows] = rems
+        self.until[rows] = [c.until for c in group]
+        for r in rows.tolist():
+            self.progs[r] = None
 
 
 @dataclass
@@ -547,7 +516,7 @@ class ArylScaling:
     _store: np.ndarray = field(default_factory=lambda: np.zeros(1024), init=False, repr=False)
     _stored: int = field(default=0, init=False, repr=False)
     _slots: dict[tuple[int, str, int, int], int] = field(default_factory=dict, init=False, repr=False)
-    _groups: dict[str, _Group] = field(default_factory=dict, init=False, repr=False)  # by GPU type
+    _rows: _Rows = field(default_factory=_Rows, init=False, repr=False)
     _churn: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -565,6 +534,8 @@ class ArylScaling:
             for s, n in c.flex_ok:
                 free[s] += n
                 total[key_of[s]] += n
+        if len(self._rows.of) > 4 * sum(map(len, cands.values())) + 1024:  # forget the jobs that left
+            self._rows = _Rows()
         blocked: set[str] = set()
         if self.ordering is not None:  # an aged job still waiting: phase 1 is blocked
             head = self.ordering.oldest_aged(view)
@@ -625,7 +596,6 @@ class ArylScaling:
         size = fm.index.type_size[gpu_type]
         free, grouped = fm.free, self.group_flex
         tops: list[int] = []  # per job: its options are 1..top extra GPUs (its room: see _rooms)
-        fresh = False  # whether some job got its rates now (the group's arrays are then rebuilt)
         for c in group:  # (min() by hand: this loop is phase 2's hottest)
             room = total
             if grouped:
@@ -641,67 +611,26 @@ class ArylScaling:
             tops.append(top)
             if top > 0 and c.slot < 0:  # at its first use, as the rates cache is filled
                 c.slot = self._slot(view, c, size)
-                fresh = True
         if max(tops) <= 0:
             for c in group:
                 c.new = 0
             return
-        a = self._arrays(group, fresh)
+        a = self._rows
+        rows, project = a.rows(group)  # (with projections: the remaining works computed in the kernel)
+        if not project:
+            a.remaining(rows, view.remaining_works([c.job for c in group]), group)
         sizes = np.array(tops, dtype=np.int64)
         values = np.empty(sum(t for t in tops if t > 0))
         out = np.empty(len(tops), dtype=np.int64)
-        if a.project and a.sync(group):  # the remaining works computed in the kernel
-            progress = (a.works, a.dones, a.sinces, a.speeds, True)
-            until = a.until
-        else:
-            rems = np.array(view.remaining_works(a.jobs))
-            progress = (rems, rems, rems, rems, False)
-            until = np.array([c.until for c in group])
         code = phase2_kernel(
-            *progress,
-            *(self._store, a.starts, sizes, a.bases, a.curs, until, a.doomed),
+            *(rows, a.works, a.dones, a.sinces, a.speeds, project),
+            *(self._store, a.starts, sizes, a.bases, a.curs, a.until, a.doomed),
             *(view.now, self._churn, cap),
             *(workspace(len(tops), cap), values, out),
         )
         refuse(code, values, sizes)
         for c, w in zip(group, out.tolist(), strict=True):
             c.new = w if w > 0 else 0
-
-    def _arrays(self, group: list[_Cand], fresh: bool) -> _Group:
-        """The per-job inputs of :func:`~heuristics.knapsack.phase2_kernel` for ``group``, kept
-        while the group is the same candidates and none got its rates since (``fresh``). A job
-        without rates yet (never offered an option) has no values: its start is never read."""
-        key = tuple(group)
-        held = self._groups.get(group[0].gpu_type)
-        if held is not None:
-            if held.key == key and not fresh:
-                return held
-            if held.patch(key):
-                return held
-            regrouped = held.regroup(key)
-            if regrouped is not None:
-                self._groups[group[0].gpu_type] = regrouped
-                return regrouped
-        progs = [c.prog for c in group]
-        project = all(p is not None for p in progs)
-        cols = np.array([p for p in progs if p is not None] if project else [], dtype=float).reshape(-1, 4).T
-        works, dones, sinces, speeds = (np.ascontiguousarray(col) for col in cols)
-        slots = [c.slot for c in group]
-        g = _Group(
-            key,
-            [c.job for c in group],
-            np.array(slots, dtype=np.int64),
-            np.array([c.base for c in group], dtype=np.int64),
-            np.array([c.cur for c in group], dtype=np.int64),
-            np.array([c.doomed for c in group], dtype=bool),
-            project,
-            progs,
-            *(works, dones, sinces, speeds),
-            np.array([c.until for c in group]),
-            slots,
-        )
-        self._groups[group[0].gpu_type] = g
-        return g
 
     def _rooms(self, group: list[_Cand], fm: FreeMap) -> list[int]:
         """Per job of one GPU type, the virtual free GPUs of its type it could use (not on its
