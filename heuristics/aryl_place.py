@@ -47,12 +47,9 @@ def fit_lists(ids: Sequence[int], free: Sequence[int], size: int, need: int) -> 
     path: small lists cost less in plain Python than in numpy calls)."""
     if need <= 0 or sum(free) < need:
         return None
-    best = -1
-    for i, f in enumerate(free):  # the tightest single server, lowest id among equals
-        if f >= need and (best < 0 or f < free[best]):
-            best = i
-    if best >= 0:
-        return ((ids[best], need),)
+    for f in range(need, max(free) + 1):  # the tightest single server, lowest id among equals
+        if f in free:
+            return ((ids[free.index(f)], need),)
     full, rest = divmod(need, size)
     empty = [i for i, f in enumerate(free) if f == size]
     if len(empty) >= full:
@@ -72,7 +69,7 @@ def fit_lists(ids: Sequence[int], free: Sequence[int], size: int, need: int) -> 
 def _spread(ids: Sequence[int], free: Sequence[int], need: int) -> Alloc:
     """Most free first (lowest id among equals); the last server is the tightest that holds the
     remainder. The caller checked that the free GPUs add up to ``need``."""
-    order = sorted(range(len(ids)), key=lambda i: (-free[i], ids[i]))
+    order = sorted(range(len(ids)), key=free.__getitem__, reverse=True)  # (a stable sort: ids ascending among equals)
     out: list[tuple[int, int]] = []
     left = need
     for pos, i in enumerate(order):
