@@ -249,9 +249,10 @@ def build(
     room: Preemption = NoPreemption()
     if elastic:
         kind = AfsScaling if afs else ArylScaling
-        scaling = kind(cfg, placement, ordering, group_flex=grouped)
+        phase2 = kind(cfg, placement, ordering, group_flex=grouped)
+        scaling = phase2
         if cfg.make_room or cfg.rescue:
-            room = ArylRoom(placement, ordering, cfg.make_room, cfg.rescue)
+            room = ArylRoom(placement, ordering, cfg.make_room, cfg.rescue, memo=phase2.memo)
     return ComposedScheduler(
         name,
         ordering=ordering,

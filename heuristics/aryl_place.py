@@ -20,7 +20,8 @@ without a preemption.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+import operator
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -41,17 +42,14 @@ def best_fit(ids: Sequence[int], free: Sequence[int], cap: Sequence[int], need: 
     return fit_lists([int(i) for i in ids], [int(f) for f in free], max((int(n) for n in cap), default=0), need)
 
 
-def fit_lists(ids: list[int], free: list[int], size: int, need: int) -> Alloc | None:
-    """:func:`best_fit` on plain lists, ``size`` = the largest server's GPUs (the hot path: small
-    lists cost less in plain Python than in numpy calls)."""
+def fit_lists(ids: Sequence[int], free: Sequence[int], size: int, need: int) -> Alloc | None:
+    """:func:`best_fit` on plain lists or tuples, ``size`` = the largest server's GPUs (the hot
+    path: small lists cost less in plain Python than in numpy calls)."""
     if need <= 0 or sum(free) < need:
         return None
-    best = -1
-    for i, f in enumerate(free):  # the tightest single server, lowest id among equals
-        if f >= need and (best < 0 or f < free[best]):
-            best = i
-    if best >= 0:
-        return ((ids[best], need),)
+    for f in range(need, max(free) + 1):  # the tightest single server, lowest id among equals
+        if f in free:
+            return ((ids[free.index(f)], need),)
     full, rest = divmod(need, size)
     empty = [i for i, f in enumerate(free) if f == size]
     if len(empty) >= full:
@@ -68,10 +66,10 @@ def fit_lists(ids: list[int], free: list[int], size: int, need: int) -> Alloc | 
     return _spread(ids, free, need)
 
 
-def _spread(ids: list[int], free: list[int], need: int) -> Alloc:
+def _spread(ids: Sequence[int], free: Sequence[int], need: int) -> Alloc:
     """Most free first (lowest id among equals); the last server is the tightest that holds the
     remainder. The caller checked that the free GPUs add up to ``need``."""
-    order = sorted(range(len(ids)), key=lambda i: (-free[i], ids[i]))
+    order = sorted(range(len(ids)), key=free.__getitem__, reverse=True)  # (a stable sort: ids ascending among equals)
     out: list[tuple[int, int]] = []
     left = need
     for pos, i in enumerate(order):
@@ -89,7 +87,9 @@ def _spread(ids: list[int], free: list[int], need: int) -> Alloc:
 class ServerIndex:
     """The static server layout, per (GPU type, pool): ids (ascending) and GPUs per server, as
     numpy arrays (``ids``, ``cap``) and as lists (``id_lists``, ``sizes``: the largest server's
-    GPUs per key); ``type_size``: the largest server's GPUs per GPU type."""
+    GPUs per key); ``type_size``: the largest server's GPUs per GPU type; ``pick``: per key, a
+    function from a per-server list to the tuple of its entries at the key's ids (in C: cheaper
+    than a list comprehension); ``at``: a server's position among its key's ids."""
 
     ids: dict[Key, np.ndarray]
     cap: dict[Key, np.ndarray]
@@ -97,6 +97,8 @@ class ServerIndex:
     id_lists: dict[Key, list[int]] = field(default_factory=dict)
     sizes: dict[Key, int] = field(default_factory=dict)
     type_size: dict[str, int] = field(default_factory=dict)
+    pick: dict[Key, Callable[[Sequence[int]], tuple[int, ...]]] = field(default_factory=dict)
+    at: tuple[int, ...] = ()
 
     @classmethod
     def of(cls, view: ClusterView) -> ServerIndex:
@@ -110,7 +112,20 @@ class ServerIndex:
         type_size: dict[str, int] = {}
         for (t, _), n in sizes.items():
             type_size[t] = max(type_size.get(t, 0), n)
-        return cls(arr, caps, key_of, ids, sizes, type_size)
+        at = [0] * len(view.servers)
+        for v in ids.values():
+            for i, sid in enumerate(v):
+                at[sid] = i
+        pick = {k: _picker(v) for k, v in ids.items()}
+        return cls(arr, caps, key_of, ids, sizes, type_size, pick, tuple(at))
+
+
+def _picker(ids: list[int]) -> Callable[[Sequence[int]], tuple[int, ...]]:
+    """``lambda free: tuple(free[i] for i in ids)``, in C (``itemgetter`` of one id gives no tuple)."""
+    if len(ids) == 1:
+        one = ids[0]
+        return lambda free: (free[one],)
+    return operator.itemgetter(*ids)
 
 
 def pool_order(
@@ -133,12 +148,13 @@ def pool_order(
 class FreeMap:
     """Virtual free GPUs per server (phase 2 plans on it before any action is taken), with the
     total per (type, pool) kept up to date. ``free`` is a plain list (cheap to read and edit one
-    server at a time)."""
+    server at a time); ``totals``: the totals per (type, pool) (a caller that edits ``free``
+    itself, as :meth:`give` does, keeps them up to date)."""
 
     def __init__(self, index: ServerIndex, free: list[int], totals: dict[Key, int] | None = None) -> None:
         self.index = index
         self.free = free  # per server id; 0 where nothing may be placed
-        self._total = (
+        self.totals = (
             totals if totals is not None else {k: sum([free[i] for i in ids]) for k, ids in index.id_lists.items()}
         )
 
@@ -148,35 +164,36 @@ class FreeMap:
         return cls(index, view.free_list(), {k: view.total_free(*k) for k in index.id_lists})
 
     def copy(self) -> FreeMap:
-        return FreeMap(self.index, self.free.copy(), self._total.copy())
+        return FreeMap(self.index, self.free.copy(), self.totals.copy())
 
     def total(self, key: Key) -> int:
-        return self._total.get(key, 0)
+        return self.totals.get(key, 0)
 
     def type_total(self, gpu_type: str) -> int:
         """Free GPUs of one type over its pools."""
-        return sum(n for (t, _), n in self._total.items() if t == gpu_type)
+        return sum(n for (t, _), n in self.totals.items() if t == gpu_type)
 
     def fit(self, key: Key, need: int, exclude: Iterable[int] = ()) -> Alloc | None:
-        ids = self.index.id_lists[key]
-        all_free = self.free
-        free = [all_free[i] for i in ids]
+        index = self.index
+        free: Sequence[int] = index.pick[key](self.free)
         if exclude:
-            key_of = self.index.key_of
-            ex = {i for i in exclude if key_of[i] == key}
+            key_of = index.key_of
+            ex = [i for i in exclude if key_of[i] == key]
             if ex:
-                free = [0 if i in ex else f for i, f in zip(ids, free, strict=True)]
-        return fit_lists(ids, free, self.index.sizes[key], need)
+                free = list(free)
+                for i in ex:
+                    free[index.at[i]] = 0
+        return fit_lists(index.id_lists[key], free, index.sizes[key], need)
 
     def take(self, alloc: Iterable[tuple[int, int]]) -> None:
-        free, total, key_of = self.free, self._total, self.index.key_of
+        free, total, key_of = self.free, self.totals, self.index.key_of
         for s, n in alloc:
             free[s] -= n
             total[key_of[s]] -= n
             assert free[s] >= 0, "virtual placement over capacity"
 
     def give(self, alloc: Iterable[tuple[int, int]]) -> None:
-        free, total, key_of = self.free, self._total, self.index.key_of
+        free, total, key_of = self.free, self.totals, self.index.key_of
         for s, n in alloc:
             free[s] += n
             total[key_of[s]] += n
@@ -205,6 +222,8 @@ class ArylPlacement:
     type_order: str = "fastest"
     _index: ServerIndex | None = field(default=None, init=False, repr=False)
     _keys: dict[tuple[int, str | None], list[Key]] = field(default_factory=dict, init=False, repr=False)
+    # pool_order's answers by all they depend on (those of types_for, and the pool order)
+    _orders: dict[tuple[object, ...], list[Key]] = field(default_factory=dict, init=False, repr=False)
     _starts: dict[int, tuple[int, list[Key]]] = field(default_factory=dict, init=False, repr=False)
 
     def index(self, view: ClusterView) -> ServerIndex:
@@ -218,7 +237,10 @@ class ArylPlacement:
         keys = self._keys.get(k)
         if keys is None:
             loaned_first = self.loaned_first and self.elastic and spec.elastic
-            keys = pool_order(view, spec, loaned_first, gpu_type, self.type_order)
+            alike = (loaned_first, gpu_type, spec.gpu_types, spec.model, spec.num_gpus)
+            keys = self._orders.get(alike)
+            if keys is None:
+                keys = self._orders[alike] = pool_order(view, spec, loaned_first, gpu_type, self.type_order)
             self._keys[k] = keys
         return keys
 
@@ -242,9 +264,7 @@ class ArylPlacement:
             if sid is not None:
                 return Start(job, ((sid, need),))
             index = self.index(view)
-            ids = index.id_lists[t, p]
-            free = view.free_list()
-            alloc = fit_lists(ids, [free[i] for i in ids], index.sizes[t, p], need)
+            alloc = fit_lists(index.id_lists[t, p], index.pick[t, p](view.free_list()), index.sizes[t, p], need)
             if alloc is not None:
                 return Start(job, alloc)
         return None

@@ -151,11 +151,9 @@ class ArylReclaim:
 
     def describe(self, view: ClusterView) -> tuple[list[LoanedServer], dict[int, float]]:
         """The loaned servers and the loss of preempting each job on them."""
+        allocation = view.allocation  # (the parts of view.state read here, without the snapshot)
         doomed = {
-            j
-            for s in view.reclaiming_servers()
-            for j, _ in view.jobs_on(s)
-            if any(b == s for b, _ in view.state(j).base)
+            j for s in view.reclaiming_servers() for j, _ in view.jobs_on(s) if any(b == s for b, _ in allocation(j)[2])
         }
         out: list[LoanedServer] = []
         loss: dict[int, float] = {}
@@ -164,14 +162,14 @@ class ArylReclaim:
             flex: set[int] = set()
             flex_gpus = 0
             for j, n in view.jobs_on(sid):
-                st = view.state(j)
-                if st.status != JobStatus.RUNNING or j in doomed:
+                status, _, job_base, _ = allocation(j)
+                if status != JobStatus.RUNNING or j in doomed:
                     continue
-                if any(b == sid for b, _ in st.base):
+                if any(b == sid for b, _ in job_base):
                     base.add(j)
                     if j not in loss:
-                        ran = max(0.0, view.now - st.restarting_until)
-                        loss[j] = st.workers * min(ran, self.checkpoint_interval_s) / 3600.0
+                        ran = max(0.0, view.now - view.restarting_until(j))
+                        loss[j] = view.workers(j) * min(ran, self.checkpoint_interval_s) / 3600.0
                 else:
                     flex.add(j)
                     flex_gpus += n

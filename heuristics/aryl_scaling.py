@@ -50,9 +50,10 @@ the base's servers otherwise.
 
 Implementation (speed only, the decisions are the ones above): a job's sizes and layout are kept
 between calls while its allocation stays the same tuples, and its verdict while its stamp does
-(the engine tells which stamps changed: ``ClusterView.watch_stamps``); one GPU type's per-job
-inputs are kept while its candidates stay the same, and rewritten for the ones that changed
-while the jobs stay the same; the remaining works (from each job's ``ClusterView.projection``,
+(the engine tells which stamps changed: ``ClusterView.watch_stamps``; the room and phase 2 share
+what they keep); each job's rates are kept in one store, and its other inputs in a row of its
+own, rewritten only where its candidate or projection changed, so a GPU type's group is only
+the list of its jobs' rows; the remaining works (from each job's ``ClusterView.projection``,
 read when its stamp changes), the values (restart costs included) and the knapsack are one
 compiled call (:func:`~heuristics.knapsack.phase2_kernel`), with the same floating-point
 operations as ``remaining_work`` and the formula above; placement touches the virtual map only if some job wants
@@ -71,19 +72,18 @@ from __future__ import annotations
 import heapq
 import math
 import operator
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from envs.sim.policy import Action, Alloc, ClusterView, JobStatus, Migrate, Scale
 from heuristics.aryl_config import ArylConfig, Phase1Order
-from heuristics.aryl_place import ArylPlacement, FreeMap, Key, plan
+from heuristics.aryl_place import ArylPlacement, FreeMap, Key, ServerIndex, plan
 from heuristics.common import Size
 from heuristics.knapsack import phase2_kernel, refuse, workspace
 
 _RUNNING = JobStatus.RUNNING  # (a module constant: an enum member lookup costs more than the test)
-_STALE = (math.nan,) * 4  # a projection row to rewrite (compared by identity)
 
 
 @dataclass(slots=True)
@@ -102,7 +102,7 @@ class _Cand:
     new: int = 0  # extra GPUs chosen by phase 2
     until: float = math.nan  # its restarting_until (set by movable: it changes with the job's stamp)
     prog: tuple[float, float, float, float] | None = None  # its view.projection (set with until)
-    rates: np.ndarray | None = None  # ArylScaling.rates of the job, x = 0..top (a cache, set at first use)
+    slot: int = -1  # where ArylScaling.rates of the job (x = 0..top) begin in its rate store (-1: not yet)
 
 
 class _Layout:
@@ -134,13 +134,14 @@ class _Layout:
 
 @dataclass
 class Movables:
-    """What :func:`movable` keeps between calls (one per caller, and per ``with_flex``)."""
+    """What :func:`movable` keeps between calls (one per ``with_flex``; callers may share one)."""
 
     layouts: dict[int, _Layout] = field(default_factory=dict)
     verdicts: dict[int, _Cand | None] = field(default_factory=dict)  # job -> its verdict (None: left out)
     view: ClusterView | None = None  # the view they were made on
     changed: set[int] = field(default_factory=set)  # the jobs whose stamp changed since (view.watch_stamps)
     bad: tuple[int, ...] | None = None  # the unplaceable servers then
+    bad_set: frozenset[int] = frozenset()  # the same, as a set
     with_flex: bool | None = None
 
 
@@ -153,7 +154,7 @@ def movable(view: ClusterView, with_flex: bool = False, memo: Movables | None = 
     unplaceable = view.unplaceable_servers()
     running = view.running
     if memo is None:
-        memo = Movables()
+        memo = Movables(bad=unplaceable, bad_set=frozenset(unplaceable))
         fresh: Iterable[int] = running
     elif memo.view is view and memo.bad == unplaceable and memo.with_flex == with_flex:
         fresh = [job for job in memo.changed if job in running]
@@ -162,9 +163,8 @@ def movable(view: ClusterView, with_flex: bool = False, memo: Movables | None = 
             memo.view, memo.changed = view, view.watch_stamps()
         fresh = running
         memo.verdicts.clear()
-        memo.bad, memo.with_flex = unplaceable, with_flex
-    layouts, verdicts = memo.layouts, memo.verdicts
-    bad = set(unplaceable)
+        memo.bad, memo.bad_set, memo.with_flex = unplaceable, frozenset(unplaceable), with_flex
+    layouts, verdicts, bad = memo.layouts, memo.verdicts, memo.bad_set
     for job in fresh:  # (each verdict is the job's own: the order does not matter)
         lay = layouts.get(job)
         if lay is None:
@@ -182,7 +182,7 @@ def movable(view: ClusterView, with_flex: bool = False, memo: Movables | None = 
     return [c for c in map(verdicts.__getitem__, running) if c is not None]
 
 
-def _verdict(view: ClusterView, job: int, lay: _Layout, with_flex: bool, bad: set[int]) -> _Cand | None:
+def _verdict(view: ClusterView, job: int, lay: _Layout, with_flex: bool, bad: frozenset[int]) -> _Cand | None:
     """:func:`movable`'s answer for one running elastic job: its candidate, or None."""
     if with_flex and view.workers(job) <= lay.min_gpus:
         return None
@@ -231,9 +231,11 @@ def _allowed(view: ClusterView, types: frozenset[str] | None) -> list[Key]:
 _JOB = operator.attrgetter("job")  # a candidate's job (the sort key of phase 2's placement)
 
 
-def _changed(c: _Cand, mine: dict[int, int]) -> bool:
-    """Whether the flexible placement ``mine`` differs from the job's."""
-    return tuple(sorted(mine.items())) != tuple(sorted(c.flex))
+def _changed(c: _Cand, mine: dict[int, int]) -> Alloc | None:
+    """The flexible placement ``mine`` as an allocation (sorted), if it differs from the job's;
+    else None."""
+    new = tuple(sorted(mine.items()))
+    return new if new != tuple(sorted(c.flex)) else None
 
 
 def _div(a: float, b: float) -> float:
@@ -261,17 +263,26 @@ class ArylRoom:
     :param ordering: phase 1's ordering (which pending jobs, in which order).
     :param make_room: do step 2.
     :param rescue: do step 1.
+    :param memo: what :func:`movable` keeps between calls (without ``with_flex``), shared with
+        the scheduler's phase 2 (:attr:`ArylScaling.memo`) so that each stamp change is read once.
     """
 
     placement: ArylPlacement
     ordering: Phase1Order
     make_room: bool = True
     rescue: bool = True
-    _memo: Movables = field(default_factory=Movables, init=False, repr=False)
+    memo: Movables = field(default_factory=Movables, repr=False)
+    # whether some server is being reclaimed, as of the view's unplaceable servers then (the view
+    # gives the same tuple while no server's status changes)
+    _reclaims: tuple[tuple[int, ...] | None, bool] = field(default=(None, False), init=False, repr=False)
 
     def preempt(self, view: ClusterView) -> Iterator[Action]:
-        if self.rescue and view.reclaiming_servers():
-            yield from self._rescue(view)
+        if self.rescue:
+            bad = view.unplaceable_servers()
+            if self._reclaims[0] is not bad:
+                self._reclaims = (bad, bool(view.reclaiming_servers()))
+            if self._reclaims[1]:
+                yield from self._rescue(view)
         if self.make_room:
             yield from self._room(view)
 
@@ -284,7 +295,7 @@ class ArylRoom:
                 jobs.append((job, st))
         if not jobs:
             return
-        fit = _Fitter(self.placement, view, [c for c in movable(view, True, self._memo) if c.cur])
+        fit = _Fitter(self.placement, view, self._flexible(view))
         moves: list[Migrate] = []
         for job, st in jobs:
             spec = view.job(job)
@@ -308,10 +319,16 @@ class ArylRoom:
         yield from fit.scale_ins()
         yield from moves
 
+    def _flexible(self, view: ClusterView) -> list[_Cand]:
+        """The movable jobs with flexible workers on placeable servers (those of
+        ``movable(view, True)``: a running elastic job's base holds at least its ``min_gpus``,
+        an engine rule, so one with flexible workers holds more)."""
+        return [c for c in movable(view, False, self.memo) if c.cur]
+
     def _room(self, view: ClusterView) -> Iterator[Action]:
         if not view.pending:
             return
-        cands = [c for c in movable(view, True, self._memo) if c.cur]
+        cands = self._flexible(view)
         if not cands or not self._may_displace(view, cands):
             return
         fit = _Fitter(self.placement, view, cands)
@@ -374,10 +391,12 @@ class _Fitter:
         self.virt = self.real.copy()
         self.cands = cands
         self.held: dict[int, dict[int, int]] = {}  # server -> job -> flexible GPUs there
-        for c in cands:
-            self.virt.give(c.flex_ok)
+        free, total, key_of, held = self.virt.free, self.virt.totals, self.real.index.key_of, self.held
+        for c in cands:  # (their flexible GPUs given back on the virtual map)
             for s, n in c.flex_ok:
-                self.held.setdefault(s, {})[c.job] = n
+                free[s] += n
+                total[key_of[s]] += n
+                held.setdefault(s, {})[c.job] = n
         self.displaced: dict[int, int] = {}
 
     def place(self, keys: list[Key], need: int) -> Alloc | None:
@@ -410,112 +429,68 @@ class _Fitter:
                 yield Scale(c.job, tuple((s, n - gone.get(s, 0)) for s, n in c.flex if n > gone.get(s, 0)))
 
 
-def _packed_rates(cands: Sequence[_Cand]) -> tuple[np.ndarray, np.ndarray]:
-    """The candidates' rate rows end to end, and where each starts: a candidate without rates yet
-    (never offered an option) has zeros in their place."""
-    segs = [np.zeros(max(0, c.top + 1)) if c.rates is None else c.rates for c in cands]
-    lengths = np.array([len(r) for r in segs], dtype=np.int64)
-    return np.concatenate(segs), np.cumsum(lengths) - lengths
+class _Rows:
+    """The per-job inputs of :func:`~heuristics.knapsack.phase2_kernel`, a row per job (given at
+    its first sight; the arrays grow by doubling), so that a GPU type's group is only the array
+    of its jobs' rows. A row holds where the job's rates begin in the rate store (``_Cand.slot``),
+    its base and current extra GPUs and whether it is doomed, written when its candidate (or the
+    candidate's slot) is another; and, where the view gives projections, its projection and
+    ``until``, written when its ``prog`` is another tuple (a job's candidate stays the same while
+    its stamp changes: its restart may end at another time, its rate change, with the same
+    allocation)."""
 
+    def __init__(self) -> None:
+        self.of: dict[int, int] = {}  # job -> row
+        self.cands: list[_Cand | None] = []  # per row: the candidate its first part was written from
+        self.slots: list[int] = []  # and that candidate's slot then
+        self.progs: list[tuple[float, float, float, float] | None] = []  # the projection written (None: none)
+        n = 64
+        self.starts, self.bases, self.curs = (np.zeros(n, dtype=np.int64) for _ in range(3))
+        self.doomed = np.zeros(n, dtype=bool)
+        self.works, self.dones, self.sinces, self.speeds, self.until = (np.zeros(n) for _ in range(5))
 
-@dataclass(slots=True)
-class _Group:
-    """The inputs of :func:`~heuristics.knapsack.phase2_kernel` that stay the same while one GPU type's candidates do:
-    per job (in the group's order) its id, rates (``_Cand.rates``, one after the other), where
-    they begin, base and current extra GPUs, and whether it is doomed. Also, where the view
-    gives projections (``project``), each job's projection and ``until``, as of the ``progs``
-    tuples they come from: a job's candidate stays the same while its stamp changes (its restart
-    may end at another time, its rate change, with the same allocation), so these rows are
-    brought up to date at every use, where the candidate's ``prog`` is another tuple."""
+    def _new(self, job: int) -> int:
+        r = self.of[job] = len(self.cands)
+        self.cands.append(None)
+        self.slots.append(-1)
+        self.progs.append(None)
+        n = len(self.starts)
+        if r == n:
+            for name in ("starts", "bases", "curs", "doomed", "works", "dones", "sinces", "speeds", "until"):
+                old = getattr(self, name)
+                setattr(self, name, np.concatenate([old, np.zeros_like(old)]))
+        return r
 
-    key: tuple[_Cand, ...]
-    jobs: list[int]
-    rates: np.ndarray
-    starts: np.ndarray  # where each job's rates begin in ``rates``
-    bases: np.ndarray
-    curs: np.ndarray
-    doomed: np.ndarray
-    project: bool
-    progs: list[tuple[float, float, float, float] | None]
-    works: np.ndarray
-    dones: np.ndarray
-    sinces: np.ndarray
-    speeds: np.ndarray
-    until: np.ndarray
-    segs: list[np.ndarray | None]  # the candidates' rates in ``rates`` (None: zeros, no rates yet)
-
-    def patch(self, key: tuple[_Cand, ...]) -> bool:
-        """Make this the group of the candidates ``key`` in place, if they are the same jobs in
-        the same order with the same number of options each (those that changed are new
-        candidates after an allocation change, or got their rates since): only their entries
-        are rewritten. False (nothing changed) otherwise."""
-        old, segs = self.key, self.segs
-        if len(key) != len(old):
-            return False
-        todo = [i for i, c in enumerate(key) if c is not old[i] or c.rates is not segs[i]]
-        starts, rates = self.starts, self.rates
-        ends = [int(starts[i + 1]) if i + 1 < len(key) else len(rates) for i in todo]
-        for i, end in zip(todo, ends, strict=True):
-            c = key[i]
-            if c.job != old[i].job or (max(0, c.top + 1) if c.rates is None else len(c.rates)) != end - starts[i]:
-                return False
-        for i, end in zip(todo, ends, strict=True):
-            c = key[i]
-            rates[starts[i] : end] = 0.0 if c.rates is None else c.rates
-            segs[i] = c.rates
-            self.bases[i], self.curs[i], self.doomed[i] = c.base, c.cur, c.doomed
-            self.progs[i] = _STALE  # (the next sync rewrites its projection row)
-        self.key = key
-        return True
-
-    def regroup(self, key: tuple[_Cand, ...]) -> _Group | None:
-        """The group of the candidates ``key`` (jobs joined or left), reusing this group's rows
-        of the candidates that stay the same objects with the same rates (where the view gives
-        projections: a new candidate's projection row is left stale, for :meth:`sync`). None
-        (nothing built) where this group or ``key`` has a candidate without a projection."""
-        if not self.project or any(c.prog is None for c in key):
-            return None
-        at = {c.job: i for i, c in enumerate(self.key)}
-        old, segs_old, progs_old = self.key, self.segs, self.progs
-        src: list[int] = []
-        new: list[int] = []  # positions (in key) of the candidates whose rows are written here
-        for k, c in enumerate(key):
-            i = at.get(c.job, -1)
-            if i < 0 or old[i] is not c or segs_old[i] is not c.rates:
-                i = 0
-                new.append(k)
-            src.append(i)
-        idx = np.array(src, dtype=np.int64)
-        progs = [progs_old[i] for i in src]
-        bases, curs, doomed = self.bases[idx], self.curs[idx], self.doomed[idx]
-        for k in new:
-            c = key[k]
-            bases[k], curs[k], doomed[k] = c.base, c.cur, c.doomed
-            progs[k] = _STALE  # (the next sync rewrites its projection row)
-        return _Group(
-            key,
-            [c.job for c in key],
-            *_packed_rates(key),
-            *(bases, curs, doomed),
-            True,
-            progs,
-            *(self.works[idx], self.dones[idx], self.sinces[idx], self.speeds[idx], self.until[idx]),
-            [c.rates for c in key],
-        )
-
-    def sync(self, group: list[_Cand]) -> bool:
-        """Bring the projection rows up to date with ``group`` (this group's candidates); False
-        if some candidate has no projection (then the rows are not to be used)."""
-        progs = self.progs
-        for i, c in enumerate(group):
+    def rows(self, group: list[_Cand]) -> tuple[np.ndarray, bool]:
+        """The rows of ``group``'s jobs, brought up to date, and whether every job has a projection
+        (else the projection parts are not to be used)."""
+        of, cands, slots, progs = self.of, self.cands, self.slots, self.progs
+        out: list[int] = []
+        project = True
+        for c in group:
+            r = of.get(c.job)
+            if r is None:
+                r = self._new(c.job)
+            if cands[r] is not c or slots[r] != c.slot:
+                cands[r], slots[r] = c, c.slot
+                self.starts[r], self.bases[r], self.curs[r], self.doomed[r] = c.slot, c.base, c.cur, c.doomed
             p = c.prog
-            if p is not progs[i]:
-                if p is None:
-                    return False
-                progs[i] = p
-                self.works[i], self.dones[i], self.sinces[i], self.speeds[i] = p
-                self.until[i] = c.until
-        return True
+            if p is None:
+                project = False
+            elif p is not progs[r]:
+                progs[r] = p
+                self.works[r], self.dones[r], self.sinces[r], self.speeds[r] = p
+                self.until[r] = c.until
+            out.append(r)
+        return np.array(out, dtype=np.int64), project
+
+    def remaining(self, rows: np.ndarray, rems: list[float], group: list[_Cand]) -> None:
+        """Write the remaining works ``rems`` and the ``until`` of ``group`` (no projections) in
+        their rows' works and until (their projection parts are then to be written again)."""
+        self.works[rows] = rems
+        self.until[rows] = [c.until for c in group]
+        for r in rows.tolist():
+            self.progs[r] = None
 
 
 @dataclass
@@ -527,15 +502,21 @@ class ArylScaling:
     :param ordering: the phase-1 ordering (an aged job it still has waiting keeps flexible
         workers from growing on its GPU types); ``None``: no such rule.
     :param group_flex: flexible workers never on a server with the job's base workers.
+    :param memo: what :func:`movable` keeps between calls (see :class:`ArylRoom`).
     """
 
     config: ArylConfig
     placement: ArylPlacement
     ordering: Phase1Order | None = None
     group_flex: bool = True
+    memo: Movables = field(default_factory=Movables, repr=False)
     _rates: dict[tuple[int, str, int], list[float]] = field(default_factory=dict, init=False, repr=False)
-    _memo: Movables = field(default_factory=Movables, init=False, repr=False)
-    _groups: dict[str, _Group] = field(default_factory=dict, init=False, repr=False)  # by GPU type
+    # the rates the knapsack reads, each candidate's x = 0..top in one slot of a flat store (append
+    # only), by (job, type, base servers, top)
+    _store: np.ndarray = field(default_factory=lambda: np.zeros(1024), init=False, repr=False)
+    _stored: int = field(default=0, init=False, repr=False)
+    _slots: dict[tuple[int, str, int, int], int] = field(default_factory=dict, init=False, repr=False)
+    _rows: _Rows = field(default_factory=_Rows, init=False, repr=False)
     _churn: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -544,13 +525,17 @@ class ArylScaling:
 
     # ------------------------------------------------------------------ the plan
     def scale(self, view: ClusterView) -> Iterator[Action]:
-        now = FreeMap.now(self.placement.index(view), view)
-        fm = now.copy()
+        index = self.placement.index(view)
+        fm = FreeMap.now(index, view)
         cands: dict[str, list[_Cand]] = {}
-        every = movable(view, False, self._memo)
-        for c in every:
+        free, total, key_of = fm.free, fm.totals, index.key_of
+        for c in movable(view, False, self.memo):  # grouped by type; their flexible GPUs given back
             cands.setdefault(c.gpu_type, []).append(c)
-        fm.give([a for c in every for a in c.flex_ok])
+            for s, n in c.flex_ok:
+                free[s] += n
+                total[key_of[s]] += n
+        if len(self._rows.of) > 4 * sum(map(len, cands.values())) + 1024:  # forget the jobs that left
+            self._rows = _Rows()
         blocked: set[str] = set()
         if self.ordering is not None:  # an aged job still waiting: phase 1 is blocked
             head = self.ordering.oldest_aged(view)
@@ -561,7 +546,7 @@ class ArylScaling:
             if t in blocked:
                 cap = min(cap, sum(c.cur for c in group))
             self.allocate(view, group, cap, fm)
-        yield from self._emit(view, self._place(view, cands, now))
+        yield from self._emit(view, self._place(view, cands, index))
 
     # ------------------------------------------------------------------ phase 2 proper
     def _servers(self, c: _Cand, x: int, size: int) -> int:
@@ -573,6 +558,20 @@ class ArylScaling:
     def rates(self, view: ClusterView, c: _Cand, size: int) -> list[float]:
         """``view.rate`` on base + x workers, x = 0..top."""
         return self._cached(view, c, size, c.top)[: c.top + 1]
+
+    def _slot(self, view: ClusterView, c: _Cand, size: int) -> int:
+        """Where :meth:`rates` of ``c`` begin in the rate store (written there at the first ask)."""
+        key = (c.job, c.gpu_type, len(c.base_servers), c.top)
+        at = self._slots.get(key)
+        if at is None:
+            r = self.rates(view, c, size)
+            at, end = self._stored, self._stored + len(r)
+            if end > len(self._store):
+                self._store = np.concatenate([self._store[:at], np.zeros(max(end, 2 * len(self._store)) - at)])
+            self._store[at:end] = r
+            self._stored = end
+            self._slots[key] = at
+        return at
 
     def _cached(self, view: ClusterView, c: _Cand, size: int, top: int) -> list[float]:
         """The cached ``view.rate`` on base + x workers, x = 0..top at least (it depends on the
@@ -597,7 +596,6 @@ class ArylScaling:
         size = fm.index.type_size[gpu_type]
         free, grouped = fm.free, self.group_flex
         tops: list[int] = []  # per job: its options are 1..top extra GPUs (its room: see _rooms)
-        fresh = False  # whether some job got its rates now (the group's arrays are then rebuilt)
         for c in group:  # (min() by hand: this loop is phase 2's hottest)
             room = total
             if grouped:
@@ -611,68 +609,28 @@ class ArylScaling:
             if room < top:
                 top = room
             tops.append(top)
-            if top > 0 and c.rates is None:  # at its first use, as the rates cache is filled
-                c.rates = np.array(self.rates(view, c, size))
-                fresh = True
+            if top > 0 and c.slot < 0:  # at its first use, as the rates cache is filled
+                c.slot = self._slot(view, c, size)
         if max(tops) <= 0:
             for c in group:
                 c.new = 0
             return
-        a = self._arrays(group, fresh)
+        a = self._rows
+        rows, project = a.rows(group)  # (with projections: the remaining works computed in the kernel)
+        if not project:
+            a.remaining(rows, view.remaining_works([c.job for c in group]), group)
         sizes = np.array(tops, dtype=np.int64)
         values = np.empty(sum(t for t in tops if t > 0))
         out = np.empty(len(tops), dtype=np.int64)
-        if a.project and a.sync(group):  # the remaining works computed in the kernel
-            progress = (a.works, a.dones, a.sinces, a.speeds, True)
-            until = a.until
-        else:
-            rems = np.array(view.remaining_works(a.jobs))
-            progress = (rems, rems, rems, rems, False)
-            until = np.array([c.until for c in group])
         code = phase2_kernel(
-            *progress,
-            *(a.rates, a.starts, sizes, a.bases, a.curs, until, a.doomed),
+            *(rows, a.works, a.dones, a.sinces, a.speeds, project),
+            *(self._store, a.starts, sizes, a.bases, a.curs, a.until, a.doomed),
             *(view.now, self._churn, cap),
             *(workspace(len(tops), cap), values, out),
         )
         refuse(code, values, sizes)
         for c, w in zip(group, out.tolist(), strict=True):
             c.new = w if w > 0 else 0
-
-    def _arrays(self, group: list[_Cand], fresh: bool) -> _Group:
-        """The per-job inputs of :func:`~heuristics.knapsack.phase2_kernel` for ``group``, kept
-        while the group is the same candidates (which keep their sizes) and none got its rates since (``fresh``). A job
-        without rates yet (never offered an option) gets zeros in their place: it has no values."""
-        key = tuple(group)
-        held = self._groups.get(group[0].gpu_type)
-        if held is not None:
-            if held.key == key and not fresh:
-                return held
-            if held.patch(key):
-                return held
-            regrouped = held.regroup(key)
-            if regrouped is not None:
-                self._groups[group[0].gpu_type] = regrouped
-                return regrouped
-        progs = [c.prog for c in group]
-        project = all(p is not None for p in progs)
-        cols = np.array([p for p in progs if p is not None] if project else [], dtype=float).reshape(-1, 4).T
-        works, dones, sinces, speeds = (np.ascontiguousarray(col) for col in cols)
-        g = _Group(
-            key,
-            [c.job for c in group],
-            *_packed_rates(group),
-            np.array([c.base for c in group], dtype=np.int64),
-            np.array([c.cur for c in group], dtype=np.int64),
-            np.array([c.doomed for c in group], dtype=bool),
-            project,
-            progs,
-            *(works, dones, sinces, speeds),
-            np.array([c.until for c in group]),
-            [c.rates for c in group],
-        )
-        self._groups[group[0].gpu_type] = g
-        return g
 
     def _rooms(self, group: list[_Cand], fm: FreeMap) -> list[int]:
         """Per job of one GPU type, the virtual free GPUs of its type it could use (not on its
@@ -690,9 +648,9 @@ class ArylScaling:
         return out
 
     # ------------------------------------------------------------------ placement and actions
-    def _place(self, view: ClusterView, cands: dict[str, list[_Cand]], fm: FreeMap) -> list[tuple[_Cand, Alloc]]:
-        """New flexible placements (where they changed): keep first, then best fit. ``fm``: the
-        GPUs free now (this edits it).
+    def _place(self, view: ClusterView, cands: dict[str, list[_Cand]], index: ServerIndex) -> list[tuple[_Cand, Alloc]]:
+        """New flexible placements (where they changed): keep first, then best fit, on a virtual
+        map of the GPUs free now.
 
         Keeping never runs short: each job's own flexible GPUs are on the virtual map and the
         other jobs keep only theirs, so the map is only updated (and read) if some job wants
@@ -718,7 +676,8 @@ class ArylScaling:
                         left -= m
                 kept.append((c, part, left))
         if not wants:
-            return [(c, tuple(sorted(got.items()))) for c, got, _ in kept if _changed(c, got)]
+            return [(c, new) for c, got, _ in kept if (new := _changed(c, got)) is not None]
+        fm = FreeMap.now(index, view)
         fm.give([a for c in moving for a in c.flex_ok])  # (integers: the order does not matter)
         fm.take([a for _, got, _ in kept for a in got.items()])
         kept.sort(key=lambda k: (-k[2], k[0].job))  # best fit decreasing
@@ -739,8 +698,9 @@ class ArylScaling:
                 left -= m
                 if left == 0:
                     break
-            if _changed(c, mine):
-                out.append((c, tuple(sorted(mine.items()))))
+            new = _changed(c, mine)
+            if new is not None:
+                out.append((c, new))
         return out
 
     def _emit(self, view: ClusterView, changes: list[tuple[_Cand, Alloc]]) -> Iterator[Action]:
@@ -748,14 +708,13 @@ class ArylScaling:
             old = dict(c.flex)
             return all(n <= view.free(s) + old.get(s, 0) for s, n in new)
 
-        def shrink(c: _Cand, new: Alloc) -> bool:
-            old = dict(c.flex)
-            return all(n <= old.get(s, 0) for s, n in new)
-
-        todo = [ch for ch in changes if not shrink(*ch)]
+        todo = []  # the changes that grow somewhere
         for c, new in changes:
-            if shrink(c, new):
+            old = dict(c.flex)
+            if all(n <= old.get(s, 0) for s, n in new):
                 yield Scale(c.job, new)
+            else:
+                todo.append((c, new))
         while todo:
             ready = [ch for ch in todo if fits(*ch)]
             if not ready:  # circular wait (rare): shrink each to what it keeps, then grow all

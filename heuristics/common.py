@@ -327,15 +327,19 @@ class RankedQueue:
     def discard(self, job: int) -> None:
         key = self._key.pop(job, None)
         if key is not None:
-            self._lists[self._size.pop(job)].remove(key)
+            size = self._size.pop(job)
+            items = self._lists[size]
+            items.remove(key)
+            if not len(items):  # (only classes with jobs are kept)
+                del self._lists[size]
 
     def walk(self, fits: Callable[[Size], bool]) -> Iterator[tuple[float, ...]]:
         """The keys in order, of the size classes that ``fits``: asked when a class's next key
         comes up; once it says no, the rest of the class is passed over (so the caller must only
         ever take room away during a walk, as starts do). The caller may discard the key just
         yielded."""
-        lists = [items for items in self._lists.values() if items]
-        sizes = [size for size, items in self._lists.items() if items]
+        lists = list(self._lists.values())
+        sizes = list(self._lists)
         heap = [(items.first(), c) for c, items in enumerate(lists)]
         heapq.heapify(heap)
         while heap:

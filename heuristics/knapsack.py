@@ -204,8 +204,12 @@ def _dp(
             table[q + c] = -np.inf
         for c in range(lo, hi + 1):
             table[q + c] = table[p + c] + z
+        best = z  # the best of the lighter options (none: weight 0)
         for w in range(1, top + 1):  # weight by weight: the inner loop runs along the row
             v = vals[s + w]
+            if not v > best:  # dominated: a lighter option is as good, and no row decreases along c
+                continue
+            best = v
             for c in range(max(lo, w), hi + 1):
                 x = table[p + c - w] + v
                 m = table[q + c]
@@ -242,6 +246,7 @@ def mckp_value(groups: Sequence[Sequence[Option]], choice: Sequence[int]) -> tup
 
 @compiled_calling("_dp")
 def phase2_kernel(
+    rows: np.ndarray,
     works: np.ndarray,
     dones: np.ndarray,
     sinces: np.ndarray,
@@ -263,15 +268,16 @@ def phase2_kernel(
 ) -> int:
     """Phase 2's option values, job after job, into ``values`` (the knapsack's dense vectors),
     then the knapsack on them (:func:`_dp`: its return code, the
-    chosen extra GPUs per job in ``out``, -1 or 0 for none). Job k (remaining work ``rem``: if
-    ``project``, from its ``view.projection`` ``(works[k], dones[k], sinces[k], speeds[k])`` at
-    ``now``, with the operations of ``view.remaining_work``; else ``works[k]`` itself; its rates
-    on base + 0, 1, ... workers from ``rates[starts[k]]`` on) has the values of x =
+    chosen extra GPUs per job in ``out``, -1 or 0 for none). Job k's inputs are at ``r =
+    rows[k]`` of the per-job arrays (``tops``, ``out`` and the values go by k). Job k (remaining
+    work ``rem``: if ``project``, from its ``view.projection`` ``(works[r], dones[r], sinces[r],
+    speeds[r])`` at ``now``, with the operations of ``view.remaining_work``; else ``works[r]``
+    itself; its rates on base + 0, 1, ... workers from ``rates[starts[r]]`` on) has the values of x =
     1..``tops[k]`` extra GPUs (none if ``tops[k] <= 0``), ``((T(0) - T(x)) - pen(x)) - ((T(0) -
     T(0)) - pen(0))`` with ``T(x) = rem / rate(x)`` (IEEE: a zero rate gives inf or nan, which the
     knapsack refuses) and the restart cost ``pen(x) = max(0, restart_base + restart_per_gpu x
     (base + x) - left) x churn_factor``, where ``left`` is what is left of a restart under way
-    (``until[k] - now``, 0 if none); 0 at x = the job's current ``curs[k]``, and for a ``doomed``
+    (``until[r] - now``, 0 if none); 0 at x = the job's current ``curs[r]``, and for a ``doomed``
     job (it restarts at a reclaim deadline anyway). ``churn`` holds restart_base,
     restart_per_gpu and churn_factor."""
     rb, rg, cf = churn[0], churn[1], churn[2]
@@ -279,17 +285,18 @@ def phase2_kernel(
     for k in range(tops.shape[0]):
         top = tops[k]
         if top > 0:
-            i = starts[k]
-            rem = works[k]
+            r = rows[k]
+            i = starts[r]
+            rem = works[r]
             if project:
-                d = dones[k]
-                if now > sinces[k]:
-                    x = d + speeds[k] * (now - sinces[k])
+                d = dones[r]
+                if now > sinces[r]:
+                    x = d + speeds[r] * (now - sinces[r])
                     d = x if x < rem else rem  # min(work, x)
                 rem = rem - d
                 rem = rem if rem > 0.0 else 0.0  # max(0.0, rem)
-            base, cur, gone = bases[k], curs[k], doomed[k]
-            left = until[k] - now
+            base, cur, gone = bases[r], curs[r], doomed[r]
+            left = until[r] - now
             if not left > 0.0:
                 left = 0.0
             t0 = rem / rates[i]
