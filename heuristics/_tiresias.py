@@ -42,8 +42,8 @@ INT_ROWS = 10
 SERVICE, OFFSET, CHECK, SINCE, RUN, LATE_SINCE = range(6)
 FLOAT_ROWS = 6
 GONE, PENDING, RUNNING = 0, 1, 2  # the values of ints[:, STATE]
-HEAP, RUNS, PENDING_JOBS, LATE, FRONT, BACK, MOVED, COMPACTIONS, BLOCK = range(9)  # meta
-META = 9
+HEAP, RUNS, PENDING_JOBS, LATE, FRONT, BACK, MOVED, COMPACTIONS, BLOCK, ROOM = range(10)  # meta
+META = 10
 EMPTY = 1 << 62  # a row's first-bit bound when it has none
 TIME, JOB, HSINCE = range(3)  # heap columns
 CLASS_GPUS, CLASS_TYPES = range(2)
@@ -150,6 +150,7 @@ def _compact(ints: np.ndarray, bits: np.ndarray, at_slot: np.ndarray, meta: np.n
         bits[row, words + 1] = k  # (k grows)
     meta[FRONT] = base
     meta[BACK] = base + held
+    meta[ROOM] = -1  # (no empty places after the running ones: see _front)
     meta[COMPACTIONS] += 1
 
 
@@ -173,17 +174,42 @@ def _front(
     Their order, without sorting them all: no place lies below ``meta[FRONT]``, so the running
     jobs in the ``meta[BLOCK]`` places from there (mostly those the last call placed), in the
     order of those places, come before every other running job; those others (the jobs started
-    or demoted since, mostly few) follow, sorted by place."""
+    or demoted since, mostly few) follow, sorted by place.
+
+    The places from the end of that block up to ``meta[ROOM]`` are left empty (-1: none, after a
+    compaction or once a running job stopped and kept its place in the block), so that the
+    others take them, in that order, while they last: then no running job moves. Else every
+    running job takes a place again, below ``meta[FRONT]`` (where none lies), with as many
+    empty places left after them."""
     meta[MOVED] = 0
     r = meta[RUNS]
     if r == 0:
         meta[BLOCK] = 0
         return
-    if meta[FRONT] < r:
-        _compact(ints, bits, at_slot, meta, levels)
     slot, state, listed = ints[:, SLOT], ints[:, STATE], ints[:r, LISTED]
     lo = meta[FRONT]
     hi = lo + meta[BLOCK]
+    if meta[ROOM] >= hi:
+        rest = np.empty(r, dtype=np.int64)
+        keys = np.empty(r, dtype=np.int64)
+        k = 0
+        for i in range(r):
+            j = listed[i]
+            if not lo <= slot[j] < hi:
+                rest[k] = j
+                keys[k] = slot[j]
+                k += 1
+        if hi + k <= meta[ROOM]:
+            order = np.argsort(keys[:k])
+            for i in range(k):
+                _move(ints, bits, counts, at_slot, rest[order[i]], hi + i)
+            meta[BLOCK] += k
+            return
+    if meta[FRONT] < 2 * r:
+        _compact(ints, bits, at_slot, meta, levels)
+    lo = meta[FRONT]
+    hi = lo + meta[BLOCK]
+    room = min(r, lo - r)
     ordered = np.empty(r, dtype=np.int64)
     n = 0
     for p in range(lo, hi):
@@ -203,16 +229,21 @@ def _front(
     order = np.argsort(keys)
     for i in range(k):
         ordered[n + i] = rest[order[i]]
-    first = lo - r
+    first = lo - r - room
     for i in range(r):
-        j = ordered[i]
-        row = ints[j, LEVEL]
-        _flip(bits, counts, row, ints[j, SLOT], False)
-        ints[j, SLOT] = first + i
-        at_slot[first + i] = j
-        _flip(bits, counts, row, first + i, True)
+        _move(ints, bits, counts, at_slot, ordered[i], first + i)
     meta[FRONT] = first
     meta[BLOCK] = r
+    meta[ROOM] = first + r + room
+
+
+def _move(ints: np.ndarray, bits: np.ndarray, counts: np.ndarray, at_slot: np.ndarray, j: int, p: int) -> None:
+    """Running job ``j`` takes place ``p``."""
+    row = ints[j, LEVEL]
+    _flip(bits, counts, row, ints[j, SLOT], False)
+    ints[j, SLOT] = p
+    at_slot[p] = j
+    _flip(bits, counts, row, p, True)
 
 
 def _push(heap: np.ndarray, meta: np.ndarray, t: float, job: int, since: float) -> None:
@@ -350,6 +381,7 @@ def enter(
         if _stop(ints, bits, counts, meta, int(inputs[i])):
             stopped += 1
             meta[MOVED] = 1
+            meta[ROOM] = -1  # (it may keep its place in the running jobs' block: see _front)
     for at in range(entries, entries + 6 * int(inputs[N_ENTRIES]), 6):
         j = int(inputs[at + E_JOB])
         was_pending = state[j] == PENDING
@@ -662,7 +694,20 @@ def kernels() -> Any:
     global _KERNELS
     if _KERNELS is None:
         g = globals()
-        helpers = ("_ctz", "_next", "_flip", "_compact", "_give", "_front", "_push", "_pop", "_fits", "_stop", "_level")
+        helpers = (
+            "_ctz",
+            "_next",
+            "_flip",
+            "_compact",
+            "_give",
+            "_move",
+            "_front",
+            "_push",
+            "_pop",
+            "_fits",
+            "_stop",
+            "_level",
+        )
         for name in (*helpers, "_check_time", "_promote"):
             g[name] = jit(g[name])
         _KERNELS = SimpleNamespace(**{f.__name__: jit(f) for f in (enter, relevel, due_now, choose, next_fit)})

@@ -113,6 +113,7 @@ class Tiresias:
         self._fresh: list[int] = []  # jobs seen, not yet given a place (the next _apply does)
         self._meta = np.zeros(kern.META, dtype=np.int64)  # kern.HEAP ...
         self._meta[kern.FRONT] = self._meta[kern.BACK] = places // 2
+        self._meta[kern.ROOM] = -1
         self._heap = np.zeros((1024, 3), dtype=np.float64)
         self._out = np.zeros(n, dtype=np.int64)  # kernel outputs
         self._chosen = np.zeros((2, n), dtype=np.int64)
