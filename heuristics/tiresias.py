@@ -136,13 +136,14 @@ class Tiresias:
     def _list(self, view: ClusterView, jobs: Sequence[int]) -> None:
         """The ``jobs`` seen for the first time take the places after every other (the next
         ``_apply``), by (submit time, job id)."""
-        spec_of, given = view.job, self._given
-        new = [job for job in jobs if not given[job]]
-        if len(new) > 1:
-            new.sort(key=lambda job: (spec_of(job).submit_time, job))
-        for job in new:
-            given[job] = 1
-        self._fresh += new
+        spec_of, given, fresh = view.job, self._given, self._fresh
+        start = len(fresh)
+        for job in jobs:
+            if not given[job]:
+                given[job] = 1
+                fresh.append(job)
+        if len(fresh) - start > 1:
+            fresh[start:] = sorted(fresh[start:], key=lambda job: (spec_of(job).submit_time, job))
 
     def _sync(self, view: ClusterView) -> None:
         """Take in the starts since the last sync, and the jobs that entered the queue (ranked
