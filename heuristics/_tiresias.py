@@ -190,19 +190,11 @@ def _front(
     lo = meta[FRONT]
     hi = lo + meta[BLOCK]
     if meta[ROOM] >= hi:
-        rest = np.empty(r, dtype=np.int64)
-        keys = np.empty(r, dtype=np.int64)
-        k = 0
-        for i in range(r):
-            j = listed[i]
-            if not lo <= slot[j] < hi:
-                rest[k] = j
-                keys[k] = slot[j]
-                k += 1
+        others = _others(slot, listed, lo, hi)
+        k = others.shape[0]
         if hi + k <= meta[ROOM]:
-            order = np.argsort(keys[:k])
             for i in range(k):
-                _move(ints, bits, counts, at_slot, rest[order[i]], hi + i)
+                _move(ints, bits, counts, at_slot, others[i], hi + i)
             meta[BLOCK] += k
             return
     if meta[FRONT] < 2 * r:
@@ -217,24 +209,27 @@ def _front(
         if j >= 0 and slot[j] == p and state[j] == RUNNING:
             ordered[n] = j
             n += 1
-    rest = np.empty(r - n, dtype=np.int64)
-    keys = np.empty(r - n, dtype=np.int64)
-    k = 0
-    for i in range(r):
-        j = listed[i]
-        if not lo <= slot[j] < hi:
-            rest[k] = j
-            keys[k] = slot[j]
-            k += 1
-    order = np.argsort(keys)
-    for i in range(k):
-        ordered[n + i] = rest[order[i]]
+    ordered[n:] = _others(slot, listed, lo, hi)
     first = lo - r - room
     for i in range(r):
         _move(ints, bits, counts, at_slot, ordered[i], first + i)
     meta[FRONT] = first
     meta[BLOCK] = r
     meta[ROOM] = first + r + room
+
+
+def _others(slot: np.ndarray, listed: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """The running jobs (``listed``) whose places lie outside ``lo`` .. ``hi``, by place."""
+    rest = np.empty(listed.shape[0], dtype=np.int64)
+    keys = np.empty(listed.shape[0], dtype=np.int64)
+    k = 0
+    for i in range(listed.shape[0]):
+        j = listed[i]
+        if not lo <= slot[j] < hi:
+            rest[k] = j
+            keys[k] = slot[j]
+            k += 1
+    return rest[:k][np.argsort(keys[:k])]
 
 
 def _move(ints: np.ndarray, bits: np.ndarray, counts: np.ndarray, at_slot: np.ndarray, j: int, p: int) -> None:
@@ -700,6 +695,7 @@ def kernels() -> Any:
             "_flip",
             "_compact",
             "_give",
+            "_others",
             "_move",
             "_front",
             "_push",
