@@ -213,7 +213,8 @@ class Tiresias:
             assert placed is not None  # pack places a job exactly when one type it allows has room
             yield Start(job, placed[0])
             self._started(view, job, self._type_index[placed[1]], spec.num_gpus)
-            self._free_now(view)
+            if not self._pending or not self._free_now(view):
+                return  # as above (every class asks for a GPU at least)
             at += 1
 
     def _free_now(self, view: ClusterView) -> int:
