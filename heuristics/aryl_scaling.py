@@ -391,12 +391,10 @@ class _Fitter:
         self.virt = self.real.copy()
         self.cands = cands
         self.held: dict[int, dict[int, int]] = {}  # server -> job -> flexible GPUs there
-        free, total, key_of, held = self.virt.free, self.virt.totals, self.real.index.key_of, self.held
         for c in cands:  # (their flexible GPUs given back on the virtual map)
+            self.virt.give(c.flex_ok)
             for s, n in c.flex_ok:
-                free[s] += n
-                total[key_of[s]] += n
-                held.setdefault(s, {})[c.job] = n
+                self.held.setdefault(s, {})[c.job] = n
         self.displaced: dict[int, int] = {}
 
     def place(self, keys: list[Key], need: int) -> Alloc | None:
@@ -528,12 +526,9 @@ class ArylScaling:
         index = self.placement.index(view)
         fm = FreeMap.now(index, view)
         cands: dict[str, list[_Cand]] = {}
-        free, total, key_of = fm.free, fm.totals, index.key_of
         for c in movable(view, False, self.memo):  # grouped by type; their flexible GPUs given back
             cands.setdefault(c.gpu_type, []).append(c)
-            for s, n in c.flex_ok:
-                free[s] += n
-                total[key_of[s]] += n
+            fm.give(c.flex_ok)
         if len(self._rows.of) > 4 * sum(map(len, cands.values())) + 1024:  # forget the jobs that left
             self._rows = _Rows()
         blocked: set[str] = set()
