@@ -242,12 +242,7 @@ def build(s: Scenario, seed: int, borrowing: bool = True) -> Built:
         rows = rows[w.first_job : end]
     t0 = rows[0].submit_time
     if t0:
-        rows = [
-            dataclasses.replace(
-                r, submit_time=r.submit_time - t0, deadline=None if r.deadline is None else r.deadline - t0
-            )
-            for r in rows
-        ]
+        rows = [r.at(r.submit_time - t0, None if r.deadline is None else r.deadline - t0) for r in rows]
     if w.trace and w.load > 0:
         rows = at_load(rows, w.load, training_gpus, w.trace)
     jobs = s.make_jobs(build_jobs(rows, w.attributes, attr_rng, max_gpus_per_job=largest), jobs_rng)
@@ -290,7 +285,7 @@ def at_load(rows: list[TraceRow], load: float, training_gpus: int, trace: str) -
     for r in rows:
         submit = r.submit_time * f
         deadline = None if r.deadline is None else r.deadline - r.submit_time + submit
-        out.append(dataclasses.replace(r, submit_time=submit, deadline=deadline))
+        out.append(r.at(submit, deadline))
     return out
 
 
