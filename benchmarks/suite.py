@@ -8,8 +8,10 @@ heuristics, its oracles and its agents, on the task's held-out test seeds.
 Per task it prints each policy's main metric (mean and 95% CI over the seeds), the best
 realistic heuristic, the headroom (how much better the best oracle is than it), and for each
 agent the paired difference to the best realistic heuristic (mean and 95% CI of the per-seed
-difference: the agent beats it where the interval excludes zero on the better side); ``--json``
-also keeps every policy's figure per seed. Agents
+difference: the agent beats it where the interval excludes zero on the better side); with two
+or more agents (say one recipe trained on several seeds) also the mean over them of both, with
+its 95% CI over the runs (``agents over N runs``); ``--json`` also keeps every policy's figure
+per seed. Agents
 default to ``pretrained/<task>`` where that folder exists. A task is run with the same job set
 for every policy (``scenarios.build``), so the per-seed differences are paired.
 """
@@ -55,7 +57,7 @@ def paired(a: Sequence[float], b: Sequence[float]) -> tuple[float, float | None]
     d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
     if len(d) < 2:
         return float(d.mean()), None
-    return float(d.mean()), float(stats.t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / math.sqrt(len(d)))
+    return _t_interval(d)
 
 
 def default_agents(task: suite.BenchTask) -> list[str]:
@@ -93,6 +95,25 @@ def run_task(
             diff, diff_ci = paired([complete[p][x] for x in seeds], [complete[best][x] for x in seeds])
         rows.append(Row(p, kind, s.mean, s.ci95, s.n, diff, diff_ci))
     return rows, complete
+
+
+def over_runs(rows: Sequence[Row]) -> Row | None:
+    """The agents of one task as independent training runs (e.g. the recipe trained on several
+    seeds): the mean of their means, and of their paired differences to the best heuristic, each
+    with its 95% CI over the runs (Student t); None for fewer than two agents."""
+    agents = [r for r in rows if r.kind == "agent"]
+    if len(agents) < 2:
+        return None
+    mean, ci = _t_interval([r.mean for r in agents])
+    diffs = [r.diff for r in agents if r.diff is not None]
+    diff, diff_ci = _t_interval(diffs) if len(diffs) == len(agents) else (None, None)
+    return Row(f"agents over {len(agents)} runs", "runs", mean, ci, len(agents), diff, diff_ci)
+
+
+def _t_interval(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and 95% CI half-width (Student t) of at least two values."""
+    x = np.asarray(values, dtype=float)
+    return float(x.mean()), float(stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x)))
 
 
 def best_of(rows: Sequence[Row], kind: str, lower: bool) -> Row | None:
@@ -134,7 +155,8 @@ def render(task: suite.BenchTask, rows: Sequence[Row], seeds: Sequence[int]) -> 
         "|---|---|---:|---:|---:|",
     ]
     order = sorted(rows, key=lambda r: ("heuristic", "oracle", "agent").index(r.kind))
-    for r in order:
+    runs = over_runs(rows)
+    for r in order if runs is None else [*order, runs]:
         vs = "" if r.diff is None else f"{_fmt(r.diff, task.metric)} ± {_fmt(r.diff_ci95, task.metric)}"
         lines.append(f"| {r.policy} | {r.kind} | {_fmt(r.mean, task.metric)} | ± {_fmt(r.ci95, task.metric)} | {vs} |")
     return [*lines, ""]
@@ -168,6 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "seeds": seeds,
                     "headroom": headroom(task, rows),
                     "rows": [r.__dict__ | {"per_seed": per_seed[r.policy]} for r in rows],
+                    "over_runs": None if (runs := over_runs(rows)) is None else runs.__dict__,
                 }
             )
     except ConfigError as e:

@@ -203,3 +203,22 @@ def test_preemption_options_leave_out_jobs_still_checkpointing() -> None:
     assert len(options) == len(core.view.running)  # the base's own, and each running job but the one checkpointing
     for step in options:
         step(core.copy())
+
+
+def test_agents_of_several_runs_are_summarised_over_the_runs() -> None:
+    task = suite.get("default")
+    rows = [
+        board.Row("sjf", "heuristic", 100.0, 1.0, 3),
+        board.Row("ppo:a", "agent", 96.0, 1.0, 3, -4.0, 1.0),
+        board.Row("ppo:b", "agent", 98.0, 1.0, 3, -2.0, 1.0),
+        board.Row("ppo:c", "agent", 100.0, 1.0, 3, 0.0, 1.0),
+    ]
+    runs = board.over_runs(rows)
+    assert runs is not None and runs.n == 3 and runs.kind == "runs"
+    assert runs.mean == pytest.approx(98.0) and runs.diff == pytest.approx(-2.0)
+    # std 2 over three runs: t(0.975, 2) * 2 / sqrt(3)
+    assert runs.ci95 == pytest.approx(4.302653 * 2 / 3**0.5, rel=1e-6) and runs.diff_ci95 == pytest.approx(runs.ci95)
+    assert "| agents over 3 runs | runs | 98 | ± 4.968 | -2.000 ± 4.968 |" in "\n".join(
+        board.render(task, rows, [0, 1, 2])
+    )
+    assert board.over_runs(rows[:2]) is None  # one agent: nothing to summarise
