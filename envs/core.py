@@ -26,7 +26,17 @@ from envs.sim.config import ConfigError
 from envs.sim.engine import Engine, SimResult
 from envs.sim.metrics import summarize
 from envs.sim.model import Pool
-from envs.sim.policy import Action, ComposedScheduler, Integrals, JobStatus, NoPreemption, Ordering, Preempt, Start
+from envs.sim.policy import (
+    Action,
+    ComposedScheduler,
+    Integrals,
+    JobStatus,
+    NoPreemption,
+    Ordering,
+    Preempt,
+    Start,
+    keeper,
+)
 from heuristics import registry
 
 
@@ -223,6 +233,7 @@ class Core:
             knowledge=built.knowledge,
         )
         self.view = self.engine.view
+        self._keeper = keeper(self.scheduler.preemption)
         self.num_jobs = len(built.jobs)
         self.seed = seed
         self.result = None
@@ -261,10 +272,17 @@ class Core:
     # ------------------------------------------------------------------ decisions
     def can_start(self, job: int) -> Start | None:
         """The placement component's start for pending ``job`` now, or None (cached within one
-        decision point: starts only consume GPUs, so a job that did not fit still does not)."""
+        decision point: starts only consume GPUs, so a job that did not fit still does not);
+        None too for a job the preemption component keeps GPUs from (a ``Keeper``: those it
+        freed for another job, as of this decision point's start)."""
         if job in self._fits:
             return self._fits[job]
-        start = self.scheduler.placement.place(self.view, job)
+        keeps = self._keeper
+        start = (
+            None
+            if keeps is not None and keeps.kept_from(self.view, job)
+            else self.scheduler.placement.place(self.view, job)
+        )
         self._fits[job] = start
         return start
 
@@ -303,6 +321,8 @@ class Core:
         self.decision_index += 1
         for action in self.scheduler.preemption.preempt(self.view):
             self.apply(action)
+        if self._keeper is not None:
+            self._keeper.keeping(self.view)
 
     def pending(self) -> list[int]:
         return list(self.view.pending)

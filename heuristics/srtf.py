@@ -34,8 +34,8 @@ _PENDING, _RUNNING = JobStatus.PENDING, JobStatus.RUNNING
 class ShortestRemainingFirst(QueueOrdering):
     """The ``ordering`` and ``preemption`` seats of ``srtf`` (see the module docstring): ``sjf``'s
     ranking, a preemption round every ``round_s``, and the GPU types the jobs it preempted for
-    kept for them: while such a job waits for its victims' checkpoints, no job ranked behind it
-    starts on a type it allows."""
+    kept for them (a :class:`~envs.sim.policy.Keeper`): while such a job waits for its victims'
+    checkpoints, no job ranked behind it starts on a type it allows, whoever orders the starts."""
 
     key: Callable[[ClusterView, int], tuple[float, ...]] = by_remaining
     blocking: bool = False
@@ -44,16 +44,18 @@ class ShortestRemainingFirst(QueueOrdering):
     elastic: str = "max"  # the placement's elastic starts (what a job that fits will take)
     _waiting: dict[int, tuple[float, frozenset[str]]] = field(default_factory=dict, init=False, repr=False)
 
-    def rank(self, view: ClusterView) -> Iterator[int]:
+    def keeping(self, view: ClusterView) -> None:
         waiting = self._waiting
         for job in [j for j in waiting if view.status_of(j) != _PENDING]:
             del waiting[job]
-        for job in super().rank(view):
-            if waiting and job not in waiting:
-                remaining, spec = view.remaining_work(job), view.job(job)
-                if any(r < remaining and _shares(spec, t) for r, t in waiting.values()):
-                    continue  # it would take GPUs kept for a shorter job
-            yield job
+
+    def kept_from(self, view: ClusterView, job: int) -> bool:
+        """Whether ``job`` would take GPUs kept for a shorter job (one it ranks behind)."""
+        waiting = self._waiting
+        if not waiting or job in waiting:
+            return False
+        remaining, spec = view.remaining_work(job), view.job(job)
+        return any(r < remaining and _shares(spec, t) for r, t in waiting.values())
 
     def preempt(self, view: ClusterView) -> Iterator[Action]:
         if not view.round_tick or not view.pending:

@@ -87,3 +87,31 @@ def test_every_job_finishes_on_the_default_scenario_without_losing_work():
     assert r.preemptions.sum() > 0
     assert r.lost_work.sum() == 0.0  # every preemption is graceful
     assert np.all(r.work_done >= r.work)
+
+
+def test_an_agent_in_the_ordering_seat_cannot_take_the_gpus_srtf_keeps():
+    """With srtf's components in the ordering env, the GPUs freed for a job stay kept for it
+    whatever the agent picks: a job they are kept from is masked like one that does not fit (an
+    agent that starts the last job it may, the opposite of srtf's order, meets such jobs)."""
+    import gymnasium as gym
+
+    import envs  # noqa: F401
+
+    seats = dict(placement="srtf", scaling="srtf", reclaim="srtf", preemption="srtf")
+    sets = {"workload.synthetic.num_jobs": "150", "workload.load": "1.5"}
+    env = gym.make("loangym/Ordering-v1", scenario="default", overrides=sets, **seats).unwrapped
+    env.reset(options={"scenario_seed": 3})
+    scheduler, view = env.core.scheduler, env.core.view
+    kept = 0
+    done = False
+    while not done:
+        mask = env.action_masks()
+        for slot, job in enumerate(view.pending):
+            if slot < env.slots and scheduler.preemption.kept_from(view, job) and scheduler.placement.place(view, job):
+                kept += 1  # it would fit: only the kept GPUs stop it
+                assert not mask[slot], job
+        valid = np.flatnonzero(mask[:-1])
+        _, _, te, tr, info = env.step(int(valid[-1]) if len(valid) else env.slots)
+        done = te or tr
+    assert kept > 0  # the episode met jobs that kept GPUs alone held back
+    assert info["metrics"]["jobs_unfinished"] == 0

@@ -686,6 +686,27 @@ class Preemption(Protocol):
         ...
 
 
+class Keeper(Protocol):
+    """A preemption component that keeps the GPUs it freed for the jobs it preempted for (srtf's).
+    At the start of a decision's starts, after ``preempt``, :meth:`keeping` is called once; then a
+    pending job for which :meth:`kept_from` is true is passed over (as one that does not fit).
+    :class:`ComposedScheduler` and the RL adapters' core (``envs/core.py``) honour it alike, so an
+    agent in the ordering seat cannot give those GPUs to another job."""
+
+    def keeping(self, view: ClusterView) -> None:
+        """A decision's starts begin: forget the jobs kept for that are no longer pending."""
+        ...
+
+    def kept_from(self, view: ClusterView, job: int) -> bool:
+        """Whether pending ``job`` must wait now: it would take GPUs kept for another job."""
+        ...
+
+
+def keeper(preemption: Preemption) -> Keeper | None:
+    """``preemption`` as a :class:`Keeper`, if it is one."""
+    return preemption if hasattr(preemption, "kept_from") else None  # type: ignore[return-value]
+
+
 class Scaling(Protocol):
     def scale(self, view: ClusterView) -> Iterable[Action]:
         """Scale / preempt actions for running jobs, after the new starts of this decision."""
@@ -720,7 +741,8 @@ class ComposedScheduler:
 
     First the preemption component acts (e.g. a round-based policy's evictions). Then walk the
     ordering's ranking once; start each job the placement can place; at the first one
-    it cannot, stop if the ordering is blocking, else skip it (backfill). Starts only consume
+    it cannot, stop if the ordering is blocking, else skip it (backfill); a job that a
+    :class:`Keeper` keeps GPUs from is skipped. Starts only consume
     GPUs, so a job skipped earlier cannot fit later in the same decision: one pass equals
     re-ranking after every start. Then the scaling component acts.
     """
@@ -746,7 +768,12 @@ class ComposedScheduler:
         yield from self.scaling.scale(view)
 
     def starts(self, view: ClusterView) -> Iterator[Action]:
+        keeps = keeper(self.preemption)
+        if keeps is not None:
+            keeps.keeping(view)
         for job in self.ordering.rank(view):
+            if keeps is not None and keeps.kept_from(view, job):
+                continue
             start = self.placement.place(view, job)
             if start is None:
                 if self.ordering.blocking:
