@@ -105,7 +105,7 @@ TASKS: dict[str, BenchTask] = {
             _ORACLES,
             "train.py's default scenario with true durations: the heuristics see what the oracles "
             "see, so the headroom is in the decisions, not in information.",
-            train=_seats("sjf", *_STEPS),
+            train=_seats("srtf", *_STEPS),
         ),
         BenchTask(
             "default-estimate",
