@@ -153,8 +153,8 @@ class TraceRow:
     line: int | None = field(default=None, compare=False)
 
     def at(self, submit_time: float, deadline: float | None) -> TraceRow:
-        """This row with another submit time and deadline (``dataclasses.replace`` does the same
-        at ten times the cost, which a synthetic episode's reset pays for every job)."""
+        """This row with another submit time and deadline: ``dataclasses.replace`` without its
+        generic field walk, which a synthetic episode's reset would pay for every job."""
         return TraceRow(
             self.name,
             submit_time,
