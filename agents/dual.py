@@ -113,6 +113,11 @@ class TrainConfig:
     figures)"""
     reward: str = "jct"
     """reward by name (envs.core.REWARDS)"""
+    reward_reference: str = ""
+    """a heuristic by name, or empty: each episode's rewards are then measured against that
+    heuristic's own run of the same episode (``envs.core.CoreConfig.reward_reference``), so a
+    return is how much better than it the agents did; the evaluations and the best checkpoint
+    still go by the figure itself"""
     bc: bool = True
     """warm-start both agents by behaviour cloning"""
     experts: tuple[str, ...] = ("sjf",)
@@ -321,6 +326,12 @@ def _policy(v: str, c: TrainConfig) -> None:
     registry.entry(v)
 
 
+def _reference(v: str, c: TrainConfig) -> None:
+    if v:
+        registry.entry(v)
+        registry.check_information(v, scenarios.get("trace" if c.trace else c.scenario, c.overrides).information.level)
+
+
 def _seed_range(v: tuple[int, int], c: TrainConfig) -> str | None:
     return None if 0 <= v[0] < v[1] else f"must be seeds lo:hi with 0 <= lo < hi, got {v[0]}:{v[1]}"
 
@@ -355,6 +366,7 @@ RULES: dict[str, Rule] = {
     "max_jobs": _at_least(1),
     "components": _components,
     "reward": _one_of(REWARDS),
+    "reward_reference": _reference,
     "bc": _type_only,
     "experts": _each(_component),
     "demo_episodes": _at_least(1),
@@ -549,7 +561,8 @@ class Trainer:
         return make
 
     def _env_kwargs(self) -> dict[str, Any]:
-        return dict(seeds=self.config.train_seeds, **self.config.core_kwargs())
+        c = self.config  # the training envs' rewards only: evaluations go by the figures themselves
+        return dict(seeds=c.train_seeds, reward_reference=c.reward_reference or None, **c.core_kwargs())
 
     def _model(self, agent: str, venv: DummyVecEnv, saved: tuple[Path, bytes] | None) -> MaskablePPO:
         c = self.config

@@ -138,6 +138,13 @@ class CoreConfig:
     :param reward: ``jct`` (default: -jobs in system x elapsed hours / jobs; sums to -mean JCT in
         hours), ``slowdown`` (sums to -mean slowdown), ``fee`` (-dollars / jobs), ``deadline``
         (-1 per job that finishes after its deadline).
+    :param reward_reference: a heuristic by name (or None): the reward is then measured against
+        that heuristic's own run of the same episode (same seed, same jobs), as Mao et al.'s
+        input-dependent baseline (ICLR'19): between two decisions the reference's change of the
+        same figure over the same simulated interval is added back, and its remainder at the
+        episode's end, so an episode's return is -(the agent's figure - the reference's). What
+        the agent controls is unchanged; what it does not (the arrivals, the durations) mostly
+        cancels, so returns vary far less from one episode to the next.
     :param oracle: the view shows every seat the truth (true durations and machine speeds),
         whatever the scenario's information level: for headroom measurements with an oracle in
         the ordering seat (``benchmarks/headroom.py``). An oracle among the components turns it
@@ -154,6 +161,7 @@ class CoreConfig:
         None  # jobs must be runnable by a policy that borrows (scenarios.build); None: as ours does
     )
     oracle: bool = False
+    reward_reference: str | None = None
 
     @staticmethod
     def from_kwargs(**kw: Any) -> CoreConfig:
@@ -175,7 +183,11 @@ class CoreConfig:
             raise ConfigError(f"unknown reward '{self.reward}'; valid rewards: {', '.join(REWARDS)}.")
         if not self.seeds[0] < self.seeds[1]:
             raise ConfigError(f"seeds must be a range [lo, hi) with lo < hi, got {self.seeds}.")
-        self.components.validate(self.scenario_obj().information.level)
+        level = self.scenario_obj().information.level
+        self.components.validate(level)
+        if self.reward_reference is not None:
+            registry.entry(self.reward_reference)
+            registry.check_information(self.reward_reference, level)
 
     def scenario_obj(self) -> scenarios.Scenario:
         sets = dict(self.overrides)
@@ -218,7 +230,8 @@ class Core:
             round_s=pre.round_s if pre else None,
             oracle=c.oracle or any(h.oracle for h in self.instances.values()),
         )
-        built = scenarios.build(self.scenario, seed, self.scheduler.borrows if c.borrowing is None else c.borrowing)
+        self._borrowing = self.scheduler.borrows if c.borrowing is None else c.borrowing
+        built = scenarios.build(self.scenario, seed, self._borrowing)
         self._dropped = len(built.dropped)
         if hasattr(self.scheduler.placement, "use_rng"):
             self.scheduler.placement.use_rng(built.policy_rng)
@@ -242,6 +255,8 @@ class Core:
         self.decision_index = 0
         self._experts: dict[int, tuple[int, Iterator[int], int | None]] = {}
         self._acc = self.view.integrals()
+        self._acc_t = 0.0
+        self._reference = None if c.reward_reference is None else self._run_reference(c.reward_reference, seed)
         self.engine.start()
         self._begin_decision_point()
 
@@ -437,12 +452,51 @@ class Core:
 
     # ------------------------------------------------------------------ rewards
     def reward(self) -> float:
-        """Reward since the previous call (:data:`REWARDS`)."""
-        now = self.view.integrals()
+        """Reward since the previous call (:data:`REWARDS`), against the reference's run where
+        the config names one (``CoreConfig.reward_reference``)."""
+        now, t = self.view.integrals(), self.view.now
         prev, self._acc = self._acc, now
+        prev_t, self._acc_t = self._acc_t, t
         r = REWARDS[self.config.reward]
-        change = -(r.read(now) - r.read(prev)) / r.unit
+        change = -(r.read(now) - r.read(prev))
+        ref = self._reference
+        if ref is not None:
+            times, values = ref
+            end = float(values[-1]) if self.done else float(np.interp(t, times, values))
+            change += end - float(np.interp(prev_t, times, values))
+        change /= r.unit
         return change / max(1, self.num_jobs) if r.per_job else change
+
+    def _run_reference(self, name: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
+        """Heuristic ``name``'s own run of this episode: the reward's figure so far, at every one
+        of its decisions (after its actions) and at its end. Between two decisions the figures
+        grow linearly (the engine's integrals have rates that only events change), so
+        interpolating gives the figure at any time."""
+        c = self.config
+        policy = registry.make(name)
+        built = scenarios.build(self.scenario, seed, self._borrowing)  # the agent's very jobs
+        if hasattr(policy, "use_rng"):
+            policy.use_rng(built.policy_rng)
+        engine = Engine(
+            built.servers,
+            built.jobs,
+            policy,
+            scenarios.shared_throughput(),
+            built.demand,
+            dataclasses.replace(self.scenario.sim, sample_s=0.0),
+            built.failure_rng,
+            knowledge=built.knowledge,
+        )
+        read = REWARDS[c.reward].read
+        times, values = [0.0], [0.0]
+
+        def record() -> None:
+            times.append(engine.view.now)
+            values.append(read(engine.view.integrals()))
+
+        engine.run(after_decision=record)
+        record()
+        return np.asarray(times), np.asarray(values, dtype=float)
 
     # ------------------------------------------------------------------ observations helpers
     def time_of_day(self) -> tuple[float, float]:

@@ -105,7 +105,12 @@ class OrderingEnv(CoreEnv):
     By name (``reward=``): ``jct`` (default) is -(jobs in the system x elapsed hours) / jobs
     between decisions, so an episode's return is -(mean JCT in hours) over its jobs;
     ``slowdown`` sums to -(mean slowdown); ``fee`` to -(dollars per job); ``deadline`` is -1 per
-    job finishing after its deadline.
+    job finishing after its deadline. ``reward_reference="sjf"`` (any heuristic by name that
+    acts at the scenario's information level) measures the same figure against that
+    heuristic's own run of the same episode (Mao et al.'s input-dependent baseline, ICLR'19):
+    between two decisions the reference's change over the same simulated interval is added
+    back, and at the end what remains of its run, so the return is minus the gap to the
+    reference (``envs.core.CoreConfig``). The reward's meaning per name is unchanged without it.
 
     ## Episode End
     ``terminated`` when every job of the episode has finished; ``truncated`` when the scenario's
@@ -115,8 +120,8 @@ class OrderingEnv(CoreEnv):
     ## Arguments
     ``gymnasium.make("loangym/Ordering-v1", scenario="default", overrides=None, trace=None,
     seeds=(0, 10000), max_jobs=32, placement="aryl", scaling="aryl", reclaim="aryl",
-    preemption="aryl", reward="jct", placer=None, render_mode=None, invalid_action="raise",
-    invalid_penalty=0.0)``. ``placement`` names the heuristic that
+    preemption="aryl", reward="jct", reward_reference=None, placer=None, render_mode=None,
+    invalid_action="raise", invalid_penalty=0.0)``. ``placement`` names the heuristic that
     decides whether a job fits, its gang size and (unless ``placer`` is given) its servers;
     ``placer`` is a callable ``placer(core)`` that places the job ``core.placing`` worker by
     worker (a frozen placement agent, see ``agents.partners``). Each ``reset`` draws the episode's scenario seed from

@@ -16,6 +16,7 @@ from envs.base import InvalidAction
 from envs.dual import env as dual_env
 from envs.obs import SERVER
 from envs.sim import scenarios
+from envs.sim.config import ConfigError
 from envs.sim.metrics import TIMING_KEYS, summarize
 from envs.sim.policy import ComposedScheduler
 from heuristics import registry
@@ -141,6 +142,56 @@ def test_jct_reward_sums_to_minus_mean_jct_in_hours():
     assert te and info["metrics"]["jobs_unfinished"] == 0
     m = info["metrics"]
     assert total == pytest.approx(-m["avg_jct_s"] / 3600.0, rel=1e-9)
+
+
+def _oldest_first_return(env) -> tuple[float, dict]:
+    total, done = 0.0, False
+    while not done:
+        _, r, te, tr, info = env.step(int(np.flatnonzero(env.action_masks())[0]))  # the oldest job that fits
+        total += r
+        done = te or tr
+    return total, info["metrics"]
+
+
+@pytest.mark.parametrize("reward", ["jct", "slowdown", "fee", "deadline"])
+def test_a_reward_reference_makes_the_return_the_gap_to_its_run(reward):
+    """With ``reward_reference``, an episode's return is minus the gap between the agent's figure
+    and the reference heuristic's own run of the same episode: the return without it, less the
+    reference's own return (its expert with its components and room for every job reproduces
+    its run). The agent here starts the oldest job that fits, not the reference's order."""
+    ref, seed = "sjf", 7
+    returns = []
+    for reference in (None, ref):
+        env = make("loangym/Ordering-v1", "default", reward=reward, reward_reference=reference).unwrapped
+        env.reset(options={"scenario_seed": seed})
+        returns.append(_oldest_first_return(env))
+    (plain, m), (relative, _) = returns
+    seats = dict(placement=ref, scaling=ref, reclaim=ref, preemption=ref, max_jobs=400)
+    env = make("loangym/Ordering-v1", "default", reward=reward, **seats).unwrapped
+    env.reset(options={"scenario_seed": seed})
+    own, done = 0.0, False
+    while not done:
+        _, r, te, tr, _ = env.step(env.expert_action(ref))
+        own += r
+        done = te or tr
+    assert relative == pytest.approx(plain - own, rel=1e-9, abs=1e-12)
+    if reward == "jct":
+        alone = summarize(scenarios.simulate(scenarios.get("default", small("default")), registry.make(ref), seed))
+        assert relative == pytest.approx(-(m["avg_jct_s"] - alone["avg_jct_s"]) / 3600.0, rel=1e-9)
+        assert relative != 0.0
+
+
+def test_a_reward_reference_must_be_a_heuristic_that_acts_at_the_information_level():
+    with pytest.raises(ConfigError, match="unknown policy"):
+        make("loangym/Ordering-v1", "default", reward_reference="nope")
+    with pytest.raises(ConfigError, match="sjf"):
+        gym.make(
+            "loangym/Ordering-v1",
+            scenario="default",
+            overrides={"information.level": "none"},
+            **dict.fromkeys(("placement", "scaling", "reclaim", "preemption"), "qssf"),
+            reward_reference="sjf",
+        )
 
 
 @pytest.mark.parametrize("name", COMPONENT_POLICIES)

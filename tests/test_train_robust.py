@@ -156,6 +156,7 @@ BAD: dict[str, list[object]] = {
         "aryl",
     ],
     "reward": ["nope"],
+    "reward_reference": ["nope", 3],
     "bc": ["yes", 1],
     "experts": [("nope",), ("tiresias",), "sjf"],
     "demo_episodes": [0],

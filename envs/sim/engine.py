@@ -38,7 +38,7 @@ import heapq
 import logging
 import math
 import time as _time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -402,11 +402,15 @@ class Engine:
             self._t_last = t
         self.now = t
 
-    def run(self) -> SimResult:
-        """Run to the end (all jobs done) or the horizon; return the raw result."""
+    def run(self, after_decision: Callable[[], None] | None = None) -> SimResult:
+        """Run to the end (all jobs done) or the horizon; return the raw result.
+        ``after_decision``: called after each decision's actions are applied (a recorder of the
+        run, reading the view)."""
         self.start()
         while self.next_decision():
             self._decide()
+            if after_decision is not None:
+                after_decision()
         return self.result()
 
     # The stepping interface (the RL adapters drive the engine through it; run() is built on it):
