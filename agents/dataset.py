@@ -67,6 +67,7 @@ import numpy as np
 
 import envs  # noqa: F401  (registers the env ids)
 from agents.provenance import git_commit
+from envs import lookahead
 from envs.core import REWARDS, Components, CoreConfig, composed
 from envs.sim import scenarios
 from envs.sim.config import ConfigError
@@ -249,7 +250,7 @@ class RecordConfig:
         return list(range(self.seed, self.seed + self.episodes))
 
     def _component(self, value: str) -> str:
-        return self.expert if value == EXPERT else value
+        return lookahead.heuristic_of(self.expert) if value == EXPERT else value
 
     def resolved(self) -> Components:
         """The components with ``expert`` replaced by the expert and ``none`` by no preemption."""
@@ -285,7 +286,9 @@ class RecordConfig:
             raise ConfigError(f"--episodes must be at least 1, got {self.episodes}.")
         if self.seed < 0:
             raise ConfigError(f"--seed must be a non-negative integer, got {self.seed}.")
-        composed(self.expert)
+        composed(lookahead.heuristic_of(self.expert))
+        if self.env == "placement" and lookahead.base_of(self.expert):
+            raise ConfigError(f"expert '{self.expert}' (a lookahead) teaches the ordering env only.")
         if self.env == "ordering" and self.ordering not in (EXPERT, self.expert):
             raise ConfigError("in the ordering env the expert is the ordering: --ordering applies to --env placement.")
         if self.env == "placement":

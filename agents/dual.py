@@ -43,6 +43,7 @@ from agents.bc import BCConfig, BCReport, behaviour_clone
 from agents.dataset import RecordConfig, load_merged, record, save_demos
 from agents.networks import ACTIVATIONS, SlotPolicy, ordering_policy_kwargs, placement_policy_kwargs
 from agents.partners import AgentOrdering, AgentPlacer, run_episode
+from envs import lookahead
 from envs.core import REWARDS, Components, CoreConfig, composed
 from envs.obs import OBS_VERSION
 from envs.ordering import OrderingEnv
@@ -322,6 +323,10 @@ def _component(v: str, c: TrainConfig) -> None:
     composed(v)
 
 
+def _expert(v: str, c: TrainConfig) -> None:
+    composed(lookahead.heuristic_of(v))
+
+
 def _policy(v: str, c: TrainConfig) -> None:
     registry.entry(v)
 
@@ -368,7 +373,7 @@ RULES: dict[str, Rule] = {
     "reward": _one_of(REWARDS),
     "reward_reference": _reference,
     "bc": _type_only,
-    "experts": _each(_component),
+    "experts": _each(_expert),
     "demo_episodes": _at_least(1),
     "demo_seed": _at_least(0),
     "bc_epochs": _at_least(1),
@@ -801,9 +806,9 @@ class Trainer:
             )
             for name in c.baselines
         }
-        for expert in c.experts:
-            runs = [run_episode(cfg, s, expert, None, c.max_jobs) for s in c.eval_seeds]
-            out[f"{expert}-seat"] = _means(runs, c.eval_keys())
+        for seat in dict.fromkeys(lookahead.heuristic_of(e) for e in c.experts):  # a lookahead's base
+            runs = [run_episode(cfg, s, seat, None, c.max_jobs) for s in c.eval_seeds]
+            out[f"{seat}-seat"] = _means(runs, c.eval_keys())
         return out
 
     def evaluate(self) -> dict[str, Any]:

@@ -42,7 +42,7 @@ import dataclasses
 import math
 import statistics
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -51,40 +51,12 @@ from agents import evaluation as ev
 from agents import smoke
 from agents import tasks as suite
 from envs.core import Components, Core, CoreConfig
+from envs.lookahead import Step, best, ordering_jobs, play, start, value
 from envs.sim.config import ConfigError
 from envs.sim.policy import ClusterView, JobStatus, Start
 from heuristics.common import TRAINING_ONLY, pack
 
 SLOTS = 32
-
-
-Step = Callable[[Core], None]  # one decision applied to a core (start a job, advance, ...)
-
-
-def _value(core: Core, metric: str) -> float:
-    assert core.metrics is not None
-    v = core.metrics[metric]
-    return float("nan") if v is None else float(v)
-
-
-def _play(core: Core, ordering: str, *first: int | None) -> Core:
-    """Play ``core`` to its end with heuristic ``ordering`` in the ordering seat; ``first``, if
-    given: the job to start (None: advance) at the current decision instead of its choice."""
-    ranking = core.heuristic(ordering).ordering
-    forced = list(first)
-    while True:
-        visible, _ = core.next_choice(SLOTS)
-        if core.done:
-            return core
-        job = forced.pop() if forced else core.expert_job(ranking, visible)
-        if job is None:
-            core.advance()
-        else:
-            core.start(job)
-
-
-def _start(job: int | None) -> Step:
-    return (lambda core: core.advance()) if job is None else (lambda core: core.start(job))
 
 
 def _start_with(start: Start) -> Step:
@@ -97,17 +69,13 @@ def _preempt(job: int) -> Step:
 
 def _ordering_options(core: Core, mine: int | None, visible: list[int], fits: list[bool], width: int) -> list[Step]:
     """The base's choice, the next ``width`` jobs that can start, and "advance" where allowed."""
-    others = [j for j, f in zip(visible, fits, strict=True) if f and j != mine][:width]
-    options = [_start(mine), *(_start(j) for j in others)]
-    if mine is not None and core.ordering_mask(fits, SLOTS)[SLOTS]:
-        options.append(_start(None))
-    return options
+    return [start(j) for j in ordering_jobs(core, mine, visible, fits, SLOTS, width)]
 
 
 def _gang_options(core: Core, mine: int | None, visible: list[int], fits: list[bool], width: int) -> list[Step]:
     """The base's start, and the elastic job it starts at its min, middle and max size instead
     (packed on as few servers as possible, in the pools and type order of the base's placement)."""
-    options = [_start(mine)]
+    options = [start(mine)]
     if mine is None:
         return options
     spec = core.view.job(mine)
@@ -128,7 +96,7 @@ def _preemption_options(core: Core, mine: int | None, visible: list[int], fits: 
     the most true remaining work (its GPUs free at once; work since its last checkpoint is lost),
     the base then going on at the same decision point. Jobs still checkpointing after a graceful
     preemption of the base's are no candidates."""
-    options = [_start(mine)]
+    options = [start(mine)]
     if mine is not None or not visible:
         return options
     truth = ClusterView(core.engine, oracle=True) if core.engine is not None else core.view
@@ -149,25 +117,16 @@ def lookahead(
     the whole simulation played to its end by the base; the best is taken."""
     core = _started(config, seed)
     ranking = core.heuristic(base).ordering
-    sign = 1.0 if lower else -1.0
     while True:
         if seat == "preemption":  # also the decision points where nothing can start
             visible, fits = core.choices(SLOTS) if not core.done else ([], [])
         else:
             visible, fits = core.next_choice(SLOTS)
         if core.done:
-            return _value(core, metric)
+            return value(core, metric)
         mine = core.expert_job(ranking, visible)
         options = OPTIONS[seat](core, mine, visible, fits, width)
-        best = options[0]
-        if len(options) > 1:
-            outcomes = []
-            for step in options:
-                trial = core.copy()
-                step(trial)
-                outcomes.append(sign * _value(_play(trial, base), metric))
-            best = options[outcomes.index(min(outcomes))]
-        best(core)
+        options[best(core, options, base, SLOTS, metric, lower)](core)
 
 
 def feature_r2(config: CoreConfig, seeds: Sequence[int]) -> tuple[float, float]:
@@ -235,7 +194,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     metric, lower = task.metric, task.lower_is_better
 
     def mean_of(cfg: CoreConfig, ordering: str) -> float:
-        return statistics.mean(_value(_play(_started(cfg, s), ordering), metric) for s in seeds)
+        return statistics.mean(value(play(_started(cfg, s), ordering, SLOTS), metric) for s in seeds)
 
     rows: list[tuple[str, float]] = [("base", mean_of(config, base))]
     rows.append(("ordering = oracle-sjf", mean_of(dataclasses.replace(config, oracle=True), "oracle-sjf")))
@@ -248,9 +207,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows.append((label, mean_of(cfg, base)))
     ref = rows[0][1]
     print(f"task {task.name} ({task.scenario}, {sets}), base {base}, {metric} over seeds {args.seeds}:")
-    for label, value in rows:
-        change = (value - ref) / abs(ref) if ref else float("nan")
-        print(f"  {label:32} {value:12,.3f}  {100 * change:+6.1f}%")
+    for label, v in rows:
+        change = (v - ref) / abs(ref) if ref else float("nan")
+        print(f"  {label:32} {v:12,.3f}  {100 * change:+6.1f}%")
     fields, window = feature_r2(config, seeds)
     print(f"R^2 of ln(duration), out of sample: {fields:.3f} from the job's categorical fields, ", end="")
     print(f"{window:.3f} from ln(deadline - submit) where it has one")

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
+from envs import lookahead
 from envs.base import CoreEnv
 from envs.obs import CLUSTER, JOB
 from envs.sim.policy import ClusterView, Ordering
@@ -183,9 +184,15 @@ class OrderingEnv(CoreEnv):
         job in its ranking that can start, or "advance" (at once if its ordering blocks at a job
         that cannot start). The expert is this episode's instance of the heuristic, shared with
         the components of the same name. Jobs beyond the K slots are invisible to the expert too,
-        so it equals the heuristic exactly while no more than K jobs wait."""
-        job = self.core.expert_job(self._walked_ordering(policy), self._visible)
-        self._history.append(policy)  # its walk may move heuristic state shared with the components
+        so it equals the heuristic exactly while no more than K jobs wait.
+
+        ``oracle-lookahead-BASE`` is the clairvoyant one-step lookahead over heuristic ``BASE``
+        (``envs.lookahead``): a teacher that sees the episode's future, for demonstrations only."""
+        base = lookahead.base_of(policy)
+        job = self.core.expert_job(self._walked_ordering(base or policy), self._visible)
+        self._history.append(base or policy)  # its walk may move heuristic state shared with the components
+        if base is not None:
+            job = lookahead.ordering_choice(self.core, base, job, self._visible, self._fits, self.slots)
         return self.slots if job is None else self._visible.index(job)
 
     def _walked_ordering(self, policy: str) -> _WalkedOrdering:

@@ -268,6 +268,8 @@ BAD = {
     "slots in placement": (["--expert", "fifo", "--env", "placement", "--max-jobs", "8"], "--max-jobs"),
     "no episodes": (["--expert", "fifo", "--episodes", "0"], "--episodes must be at least 1"),
     "twice": (["--expert", "fifo,fifo"], "names a heuristic twice"),
+    "lookahead over an unknown base": (["--expert", "oracle-lookahead-nosuch"], "unknown policy 'nosuch'"),
+    "lookahead in placement": (["--expert", "oracle-lookahead-sjf", "--env", "placement"], "ordering env only"),
 }
 
 
@@ -298,3 +300,24 @@ def test_a_bad_input_exits_2_without_a_traceback(tmp_path):
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr + proc.stdout and "tiresias" in proc.stdout
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_lookahead_expert_is_never_worse_than_its_base_and_acts_within_the_mask():
+    """``oracle-lookahead-sjf`` tries sjf's own choice among its options, each played on by sjf,
+    so its episode is at least as good as sjf's; it deviates from sjf somewhere (else it would
+    teach nothing), and every action it takes is one the mask allows."""
+    kw = dict(scenario="default", overrides={"workload.synthetic.num_jobs": "30"}, max_jobs=K)
+    kw |= dict.fromkeys(("placement", "scaling", "reclaim", "preemption"), "sjf")
+    jct, actions = {}, {}
+    for expert in ("sjf", "oracle-lookahead-sjf"):
+        env = gym.make("loangym/Ordering-v1", **kw).unwrapped
+        _, info = env.reset(options={"scenario_seed": 3})
+        taken = []
+        while "metrics" not in info:
+            a = env.expert_action(expert)
+            assert info["action_mask"][a]
+            taken.append(a)
+            _, _, _, _, info = env.step(a)
+        jct[expert], actions[expert] = info["metrics"]["avg_jct_s"], taken
+    assert jct["oracle-lookahead-sjf"] <= jct["sjf"]
+    assert actions["oracle-lookahead-sjf"] != actions["sjf"]

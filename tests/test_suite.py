@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from agents import tasks as suite
+from envs import lookahead
 from envs.core import Components, CoreConfig
 from envs.sim import scenarios
 from envs.sim.config import ConfigError
@@ -95,7 +96,7 @@ def test_lookahead_is_never_worse_than_its_base(seat: str) -> None:
     )
     gains = []
     for seed in (1, 3):
-        base = headroom._value(headroom._play(headroom._started(config, seed), "sjf"), "avg_jct_s")
+        base = lookahead.value(lookahead.play(headroom._started(config, seed), "sjf", headroom.SLOTS), "avg_jct_s")
         ahead = headroom.lookahead(config, seed, "sjf", 2, "avg_jct_s", lower=True, seat=seat)
         assert ahead <= base + 1e-6
         gains.append(base - ahead)

@@ -1,0 +1,98 @@
+"""A clairvoyant one-step lookahead over a heuristic: at a decision, each option is tried on a
+copy of the whole simulation, which the heuristic then plays to its end, and the option whose
+episode scores best is taken.
+
+The copies know every future arrival, duration and random fluctuation of the episode, so the
+lookahead is an oracle: it measures headroom (``benchmarks/headroom.py``) and teaches (the
+``oracle-lookahead-BASE`` expert of the ordering env, whose demonstrations an agent that sees
+only its observation can clone). It is at least as good as its base on every episode where the
+base's own choice is always among the options (it is; ties keep the base's choice), at the cost
+of one simulation per option per decision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from envs.core import REWARDS, Core
+
+Step = Callable[[Core], None]
+"""One decision applied to a core (start a job, advance, preempt...)."""
+
+PREFIX = "oracle-lookahead-"
+"""An expert named ``oracle-lookahead-BASE`` is the lookahead over heuristic ``BASE``."""
+
+WIDTH = 3
+"""Options an expert tries beside its base's own choice (the next jobs that can start)."""
+
+
+def base_of(expert: str) -> str | None:
+    """The base heuristic of a lookahead expert's name, or None for any other name."""
+    return expert[len(PREFIX) :] if expert.startswith(PREFIX) else None
+
+
+def heuristic_of(expert: str) -> str:
+    """The heuristic behind an expert's name: a lookahead's base, else the name itself."""
+    return base_of(expert) or expert
+
+
+def play(core: Core, ordering: str, slots: int) -> Core:
+    """Play ``core`` to its end with heuristic ``ordering`` in the ordering seat (seeing ``slots``
+    waiting jobs, as an agent with that many slots would)."""
+    ranking = core.heuristic(ordering).ordering
+    while True:
+        visible, _ = core.next_choice(slots)
+        if core.done:
+            return core
+        job = core.expert_job(ranking, visible)
+        if job is None:
+            core.advance()
+        else:
+            core.start(job)
+
+
+def value(core: Core, metric: str) -> float:
+    """The finished episode's ``metric`` (NaN where it is undefined)."""
+    assert core.metrics is not None
+    v = core.metrics[metric]
+    return float("nan") if v is None else float(v)
+
+
+def best(core: Core, options: Sequence[Step], base: str, slots: int, metric: str, lower: bool) -> int:
+    """The index of the option whose episode, played on by ``base`` from a copy of ``core``,
+    scores best by ``metric`` (the first of equals: put the base's own choice first)."""
+    if len(options) < 2:
+        return 0
+    sign = 1.0 if lower else -1.0
+    scores = []
+    for step in options:
+        trial = core.copy()
+        step(trial)
+        scores.append(sign * value(play(trial, base, slots), metric))
+    return scores.index(min(scores))
+
+
+def start(job: int | None) -> Step:
+    """Start ``job`` where the placement component puts it (None: advance)."""
+    return (lambda core: core.advance()) if job is None else (lambda core: core.start(job))
+
+
+def ordering_jobs(
+    core: Core, mine: int | None, visible: list[int], fits: list[bool], slots: int, width: int = WIDTH
+) -> list[int | None]:
+    """The ordering seat's options (None: advance): the base's own choice ``mine`` first, the
+    next ``width`` visible jobs that can start, and "advance" where the mask allows it."""
+    jobs: list[int | None] = [mine, *[j for j, f in zip(visible, fits, strict=True) if f and j != mine][:width]]
+    if mine is not None and core.ordering_mask(fits, slots)[slots]:
+        jobs.append(None)
+    return jobs
+
+
+def ordering_choice(
+    core: Core, base: str, mine: int | None, visible: list[int], fits: list[bool], slots: int, width: int = WIDTH
+) -> int | None:
+    """The lookahead's job to start now (None: advance) among :func:`ordering_jobs`, each played
+    on by ``base`` and scored by the figure of the core's reward (``envs.core.REWARDS``)."""
+    jobs = ordering_jobs(core, mine, visible, fits, slots, width)
+    reward = REWARDS[core.config.reward]
+    return jobs[best(core, [start(j) for j in jobs], base, slots, reward.figure, reward.lower_better)]
