@@ -193,7 +193,10 @@ def shockwave_setting() -> dict[str, str]:
     whose batch size changes during training (Accordion / GNS, half each), arriving every 40 s
     on average, with the trace's own GPU mix (92, 20 and 8 jobs of 1, 2 and 4 GPUs: the
     ``dynamic`` docstring's "its mix"); fairness is the repository's run-wide finish-time
-    fairness (``worst_ftf_run``, ``unfair_fraction_run``: rho > 1.05)."""
+    fairness (``worst_ftf_run``, ``unfair_fraction_run``: rho > 1.05). Shockwave boosts lagging
+    jobs as its repository does, by the projected finish-time fairness over absolute timestamps
+    (``shockwave --set policy.lag_from=start``); Themis runs as the repository runs it
+    (``themis --set policy.allocation=shares``)."""
     return {
         "workload.load": "0",
         "workload.synthetic.arrival_rate_per_hour": "90",
@@ -229,7 +232,7 @@ RUNS: tuple[Run, ...] = (
     Run("te-be:fitgpp", "te-be", "fitgpp"),
     Run("deadline:tiresias", "deadline", "tiresias"),
     Run("deadline:mlfs", "deadline", "mlfs"),
-    Run("dynamic:shockwave", "shockwave", "shockwave"),
+    Run("dynamic:shockwave", "shockwave", "shockwave", {"lag_from": "start"}),  # the repository's boosts
     Run("dynamic:themis", "shockwave", "themis", {"allocation": "shares"}),
     Run("dynamic:themis-rank", "shockwave", "themis"),
     Run("dynamic:maxmin", "shockwave", "maxmin"),
