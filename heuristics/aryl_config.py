@@ -31,6 +31,11 @@ class ArylConfig(Settings):
         GPU-hours a reclaim preemption loses (reclaim tie-breaker).
     :param type_order: the order of a pool's GPU types a job allows: ``fastest`` first for it or
         the cluster's ``listed`` order (``heuristics.common.TYPE_ORDERS``).
+    :param max_ratio: phase 2 gives an elastic job at most this many GPUs per GPU it requests
+        (``floor(num_gpus x max_ratio)``, never below its ``min_gpus`` nor above its ``max_gpus``);
+        0 = up to its ``max_gpus``. Aryl "restricts itself to limited elasticity" (section 2): where
+        jobs could scale further (``benchmarks/reproduce.py``'s AFS setting, whose jobs scale
+        without bound as AFS assumes), Aryl keeps to its range with this.
     """
 
     age_bound_s: Annotated[float, Num(gt=0)] = 12 * 3600.0
@@ -42,6 +47,7 @@ class ArylConfig(Settings):
     elastic_loaned_first: Annotated[bool, Flag()] = True
     checkpoint_interval_s: Annotated[float, Num(ge=0)] = 1800.0
     type_order: Annotated[str, Choice(TYPE_ORDERS)] = "fastest"
+    max_ratio: Annotated[float, Num(ge=0)] = 0.0
 
 
 class Phase1Order(Protocol):

@@ -65,6 +65,8 @@ GPUs.
 to it): one GPU at a time to the job whose throughput grows most per GPU (in single-GPU units of
 its own speed), while any does, with no restart cost, planning past each job's max_gpus (unbounded
 elasticity, as AFS's model believes) while the job gets at most its max (the rest stays idle).
+Where the jobs' range is unbounded too (``benchmarks/reproduce.py``'s AFS setting), each job gets
+what AFS plans; Aryl's phase 2 then keeps to its own range (``ArylConfig.max_ratio``).
 """
 
 from __future__ import annotations
@@ -143,6 +145,14 @@ class Movables:
     bad: tuple[int, ...] | None = None  # the unplaceable servers then
     bad_set: frozenset[int] = frozenset()  # the same, as a set
     with_flex: bool | None = None
+    max_ratio: float = 0.0  # ArylConfig.max_ratio: the most GPUs of an elastic job, per GPU it asks (0: its max)
+
+    def max_gpus(self, num_gpus: int, min_gpus: int, max_gpus: int) -> int:
+        """The most GPUs phase 2 gives an elastic job: its ``max_gpus``, or fewer under
+        ``max_ratio`` (never below its ``min_gpus``)."""
+        if not self.max_ratio:
+            return max_gpus
+        return min(max_gpus, max(min_gpus, math.floor(num_gpus * self.max_ratio)))
 
 
 def movable(view: ClusterView, with_flex: bool = False, memo: Movables | None = None) -> list[_Cand]:
@@ -169,7 +179,8 @@ def movable(view: ClusterView, with_flex: bool = False, memo: Movables | None = 
         lay = layouts.get(job)
         if lay is None:
             spec = view.job(job)
-            lay = layouts[job] = _Layout(spec.elastic, spec.min_gpus, spec.max_gpus)
+            top = memo.max_gpus(spec.num_gpus, spec.min_gpus, spec.max_gpus)
+            lay = layouts[job] = _Layout(spec.elastic, spec.min_gpus, top)
         c = _verdict(view, job, lay, with_flex, bad) if lay.elastic else None
         if c is not None:
             c.until = view.restarting_until(job)
@@ -519,6 +530,7 @@ class ArylScaling:
 
     def __post_init__(self) -> None:
         cfg = self.config
+        self.memo.max_ratio = cfg.max_ratio
         self._churn = np.array([cfg.restart_base_s, cfg.restart_per_gpu_s, cfg.churn_factor])
 
     # ------------------------------------------------------------------ the plan
@@ -734,7 +746,9 @@ class AfsScaling(ArylScaling):
     resource usage"; Aryl "considering limited elasticity" is what it gains by): AFS's model
     believes a job scales past ``max_gpus``, so its greedy plans past it, limited only by the
     job's room; the job gets ``min(plan, max)`` and the GPUs planned beyond are held by the plan,
-    left unallocated to the other jobs' flexible demand (phase 1 may still take them)."""
+    left unallocated to the other jobs' flexible demand (phase 1 may still take them). Jobs whose
+    ``max_gpus`` is the whole pool get all AFS plans (as in Aryl's comparison, where AFS "shows a
+    higher resource usage")."""
 
     def allocate(self, view: ClusterView, group: list[_Cand], cap: int, fm: FreeMap) -> None:
         gpu_type = group[0].gpu_type

@@ -13,7 +13,8 @@ dropped and each lagging job's log-progress is boosted by ``rho_hat_j ** lam``
 ``priority_M``). Ours: ``rho_hat_j = (now - submit_j + R_j / share) / (F_hat_j - submit_j)``, the
 projected finish-time fairness measured from submission (Shockwave divides absolute timestamps,
 ``(now + R_j / share) / F_hat_j``, so a job's lag depends on when the experiment started; the
-constraint above is written the same way, identical for ``rho_max = 1``); and when a boost would
+constraint above is written the same way, identical for ``rho_max = 1``; ``lag_from=start`` boosts
+as Shockwave does, which ``benchmarks/reproduce.py`` runs); and when a boost would
 exceed ``boost_cap`` all are scaled down by the same factor (Shockwave's are unbounded: 2**100).
 In the ``dynamic`` scenario the constraint is nearly always infeasible (Shockwave's too: a job
 that would finish inside the window is still projected to finish at ``T_next``), so Shockwave
@@ -90,7 +91,11 @@ class ShockwaveConfig(Settings):
     :param log_points: tangent points in (0, 1], or the breakpoints of the chords in [0, 1].
     :param min_run_rounds: a started job keeps its GPUs for at least this many consecutive rounds
         (ours: a lease; each start pays the restart overhead; doubled for a job each time a
-        preemption cost it work, see ``shockwave_rounds.Leases``)."""
+        preemption cost it work, see ``shockwave_rounds.Leases``).
+    :param lag_from: what the boosts' projected finish-time fairness ``rho_hat`` measures from:
+        ``submit`` (ours, the module docstring's) or ``start``, Shockwave's repository's
+        ``(now + R_j / share) / F_hat_j`` over absolute timestamps, the experiment starting at 0
+        (the first job's submission: every scenario rebases its jobs' submit times to it)."""
 
     round_s: Annotated[float, Num(ge=1)] = 120.0
     window_rounds: Annotated[int, Num(ge=1, le=1000)] = 20
@@ -110,6 +115,7 @@ class ShockwaveConfig(Settings):
     log_approx: Annotated[str, Choice(("tangent", "chord"))] = "tangent"
     log_points: Annotated[tuple[float, ...], Each(Num(ge=0, le=1), 1)] = LOG_POINTS
     min_run_rounds: Annotated[int, Num(ge=1)] = 3
+    lag_from: Annotated[str, Choice(("submit", "start"))] = "submit"
 
 
 @dataclass(frozen=True)
@@ -213,7 +219,8 @@ class Shockwave:
         )
         # finish-time fairness of the projection, measured from submission (ours; Shockwave divides
         # absolute timestamps, which makes a job's lag depend on when the experiment started)
-        rho_hat = np.nan_to_num((now - submit + remaining / share) / np.maximum(fair_hat - submit, 1.0), posinf=1e9)
+        origin = submit if c.lag_from == "submit" else np.zeros_like(submit)
+        rho_hat = np.nan_to_num((now - origin + remaining / share) / np.maximum(fair_hat - origin, 1.0), posinf=1e9)
         weights = base.weights
         if c.fairness:
             lower = remaining - share * (submit + c.rho_max * (fair_hat - submit) - t_next)

@@ -282,6 +282,21 @@ def test_afs_plans_past_max_gpus_and_holds_what_the_job_cannot_use():
     assert {e[2] for e in events(r, "scale") if e[0] == 0.0} == {0, 1}
 
 
+def test_max_ratio_keeps_aryl_to_its_range_where_afs_takes_all_it_plans():
+    # jobs of 2..10 GPUs (requested 2), 8 free GPUs on servers 1 and 2 after the bases: with
+    # max_ratio 1.5 Aryl gives each job at most 3 GPUs (+1); AFS, unbounded as in Aryl's
+    # comparison, gives A all 8 (ties to the lower id, linear scaling)
+    jobs = [job(0, 0, 600, 2, lo=2, hi=10), job(1, 0, 300, 2, lo=2, hi=10)]
+    servers = [*two_servers_of_4(), ServerSpec(2, V100, 4, Pool.TRAINING)]
+    r = run(servers, jobs, make("aryl", {"churn_factor": "0", "max_ratio": "1.5"}))
+    assert sorted(e for e in events(r, "scale") if e[0] == 0.0) == [
+        (0.0, "scale", 0, "s0x2 +s1x1"),
+        (0.0, "scale", 1, "s0x2 +s1x1"),
+    ]
+    r = run(servers, jobs, make("afs"))
+    assert [e for e in events(r, "scale") if e[0] == 0.0] == [(0.0, "scale", 0, "s0x2 +s1x4 s2x4")]
+
+
 def test_phase1_takes_flexible_gpus_back_for_a_pending_job():
     # A (elastic 2..6) runs with 4 flexible GPUs on server 1 when C (4 GPUs, inelastic)
     # arrives: C fits only where A's flexible workers are, so A scales in and C starts there.

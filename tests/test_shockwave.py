@@ -478,3 +478,24 @@ def test_dynamic_scenario_builds_shockwave_jobs():
     assert 0.9 < b.jobs[-1].submit_time / 3600.0 < 1.9
     big = base.build(get("dynamic", {"workload.synthetic.num_jobs": "900", "cluster.training_servers": "32"}), 0)
     assert len(big.jobs) == 900 and big.jobs[-1].submit_time < 2.0 * b.jobs[-1].submit_time
+
+
+def test_lag_from_start_is_lag_from_submit_when_every_job_arrives_at_zero():
+    # rho_hat measured from submission (ours) or from time 0 (the repository's absolute
+    # timestamps) differ only by each job's submit time: with all jobs at 0 the runs are the same,
+    # with arrivals spread they need not be
+    def runs(submits: list[float]) -> list[list[tuple[float, str, int, str]]]:
+        jobs = [job(i, s, 900.0 + 300.0 * i, 4) for i, s in enumerate(submits)]
+        return [
+            log_of(
+                Engine(
+                    servers(1), jobs, make("shockwave", {"lag_from": lag}), Linear(), None, NO_OVERHEAD, log=True
+                ).run()
+            )
+            for lag in ("submit", "start")
+        ]
+
+    same = runs([0.0] * 6)
+    assert same[0] == same[1]
+    spread = runs([0.0, 0.0, 600.0, 1200.0, 1800.0, 2400.0])
+    assert spread[0] != spread[1]
