@@ -148,6 +148,16 @@ class OrderingEnv(CoreEnv):
         self._mask = np.zeros(max_jobs + 1, dtype=bool)
         self._experts: dict[str, _WalkedOrdering] = {}
 
+    @property
+    def visible(self) -> list[int]:
+        """The jobs in the slots now, in slot order (the K longest-waiting)."""
+        return list(self._visible)
+
+    @property
+    def fits(self) -> list[bool]:
+        """Whether each job of :attr:`visible` can start now."""
+        return list(self._fits)
+
     def _begin(self) -> None:
         self._experts = {}
         self._to_choice()

@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from agents import tasks as suite
@@ -20,6 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import headroom  # noqa: E402
+import learnability  # noqa: E402
 import suite as board  # noqa: E402
 
 
@@ -223,3 +225,40 @@ def test_agents_of_several_runs_are_summarised_over_the_runs() -> None:
         board.render(task, rows, [0, 1, 2])
     )
     assert board.over_runs(rows[:2]) is None  # one agent: nothing to summarise
+
+
+def test_learnability_records_each_option_against_the_base_choice() -> None:
+    """Every decision's options are played on by the base: the base's own choice has advantage 0
+    and is first, so the best advantage is never positive; some option beats it somewhere."""
+    env = learnability.OrderingEnv(
+        max_jobs=32,
+        scenario="default",
+        overrides={"workload.synthetic.num_jobs": "20", "workload.load": "1.6"},
+        **dict.fromkeys(("placement", "scaling", "reclaim", "preemption"), "sjf"),
+    )
+    decisions = learnability.collect(env, "sjf", [1, 3], 2, "avg_jct_s", lower=True)
+    assert decisions and all(d.advantages[0] == 0.0 and len(d.features) == len(d.advantages) for d in decisions)
+    assert min(d.advantages.min() for d in decisions) < 0.0
+
+
+def test_learnability_finds_a_gain_that_the_features_show_and_none_in_noise() -> None:
+    """Where an option's advantage is one of its features, the held-out deviations realise a gain;
+    where the features are noise, a wide margin keeps the base's choice."""
+    rng = np.random.default_rng(0)
+    shown, noise = [], []
+    for i in range(300):
+        adv = np.concatenate([[0.0], rng.normal(0.0, 1.0, 3)])
+        feats = rng.normal(0.0, 1.0, (4, 5)).astype(np.float32)
+        noise.append(learnability.Decision(i % 6, feats.copy(), adv))
+        feats[:, 0] = adv - adv[0]
+        shown.append(learnability.Decision(i % 6, feats, adv))
+    mean, _, deviating = learnability.held_out(shown, 3, [0.0], 0)[0.0]
+    assert mean < -0.5 and deviating > 0.5
+    mean, _, deviating = learnability.held_out(noise, 3, [20.0], 0)[20.0]
+    assert mean == 0.0 and deviating == 0.0
+
+
+def test_learnability_refuses_bad_arguments_with_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert learnability.main(["--task", "nope"]) == 2
+    assert learnability.main(["--episodes", "1"]) == 2
+    assert capsys.readouterr().err.count("error:") == 2
