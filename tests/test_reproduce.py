@@ -228,3 +228,15 @@ def test_the_interruption_check_replays_the_ideal_runs_unchanged():
             k: v for k, v in swept.items() if k not in TIMING_KEYS
         }
         assert checked[run.label]["interruptions"] >= swept["preemptions"]
+
+
+def test_the_backfilling_baseline_keeps_fifo_order_on_the_baselines_jobs():
+    from agents import evaluation as ev
+
+    policy = rp.backfill_fifo()
+    assert not policy.borrows and not policy.ordering.blocking  # type: ignore[attr-defined]
+    task = next(t for t, r in rp.plan([0], jobs=60).items() if r.label == "baseline")
+    base = ev.run_task(task).metrics
+    mine = rp.backfill_check(0, 60, task.borrowing)
+    assert (mine["jobs_total"], mine["offered_load"]) == (base["jobs_total"], base["offered_load"])
+    assert mine["jobs_finished"] == mine["jobs_total"]
