@@ -210,14 +210,27 @@ def shockwave_setting() -> dict[str, str]:
     on average, with the trace's own GPU mix (92, 20 and 8 jobs of 1, 2 and 4 GPUs: the
     ``dynamic`` docstring's "its mix"); fairness is the repository's run-wide finish-time
     fairness (``worst_ftf_run``, ``unfair_fraction_run``: rho > 1.05). Shockwave boosts lagging
-    jobs as its repository does, by the projected finish-time fairness over absolute timestamps
-    (``shockwave --set policy.lag_from=start``); Themis runs as the repository runs it
-    (``themis --set policy.allocation=shares``)."""
+    jobs as its repository does (:data:`SHOCKWAVE_AS_THE_REPOSITORY`); Themis runs as the
+    repository runs it (``themis --set policy.allocation=shares``)."""
     return {
         "workload.load": "0",
         "workload.synthetic.arrival_rate_per_hour": "90",
         "workload.synthetic.gpu_demand": "1:0.7667,2:0.1667,4:0.0666",
     }
+
+
+SHOCKWAVE_AS_THE_REPOSITORY = {
+    # the boosts' projected finish-time fairness over absolute timestamps, (now + R / share) / F_hat
+    "lag_from": "start",
+    # the repository's boosts rho ** 12 (rho ** 100 with less than a round left) are unbounded; ours
+    # stop at 1e18, so that no objective coefficient (boost / (jobs x rounds)) reaches HiGHS's
+    # infinite_cost (1e20, read as infinite). The policy's default cap, 1e4, scales every boost down
+    # as soon as one lagging job nears its end, until the makespan term (k x the largest remaining
+    # time) outweighs every lagging job: the longest jobs run and the short and middle ones wait
+    "boost_cap": "1e18",
+}
+"""Shockwave's settings where its repository (uw-mad-dash/shockwave, ``scheduler/shockwave.py``
+and ``configurations/tacc_32gpus.json``) differs from our defaults."""
 
 
 @dataclass(frozen=True)
@@ -248,7 +261,7 @@ RUNS: tuple[Run, ...] = (
     Run("te-be:fitgpp", "te-be", "fitgpp"),
     Run("deadline:tiresias", "deadline", "tiresias"),
     Run("deadline:mlfs", "deadline", "mlfs"),
-    Run("dynamic:shockwave", "shockwave", "shockwave", {"lag_from": "start"}),  # the repository's boosts
+    Run("dynamic:shockwave", "shockwave", "shockwave", SHOCKWAVE_AS_THE_REPOSITORY),
     Run("dynamic:themis", "shockwave", "themis", {"allocation": "shares"}),
     Run("dynamic:themis-rank", "shockwave", "themis"),
     Run("dynamic:maxmin", "shockwave", "maxmin"),

@@ -76,7 +76,10 @@ class ShockwaveConfig(Settings):
     :param near_done_power: boost exponent of a lagging job with less than a round left
         (Shockwave: 100).
     :param boost_cap: largest boost; when a boost would exceed it, all are scaled down by the same
-        factor (ours: keeps the MILP's coefficients in a solver's numerical range).
+        factor (ours: keeps the MILP's coefficients in a solver's numerical range). Scaling every
+        boost down weighs the makespan term ``k z`` up against all of them: Shockwave's boosts are
+        unbounded, and ``benchmarks/reproduce.py`` runs it with 1e18 (every objective coefficient
+        below HiGHS's ``infinite_cost``, 1e20).
     :param boost_floor: smallest weight after that scaling (ours).
     :param momentum: weight of the time average in the smoothed fair finish time (Shockwave: 0.9).
     :param fairness: enforce the finish-time-fairness constraint, and boost when it cannot hold
