@@ -80,6 +80,7 @@ from heuristics.aryl_reclaim import ArylReclaim, choose_reclaim, choose_reclaim_
 from heuristics.common import PackPlacement
 from heuristics.fifo import QueueOrdering, by_submit, requested
 from heuristics.registry import make
+from heuristics.shockwave_plan import SHOCKWAVE_BASES
 
 ROOT = Path(__file__).resolve().parent.parent
 MAGNITUDE_OK = 0.8  # ours must reach this share of the paper's magnitude
@@ -228,6 +229,10 @@ SHOCKWAVE_AS_THE_REPOSITORY = {
     # as soon as one lagging job nears its end, until the makespan term (k x the largest remaining
     # time) outweighs every lagging job: the longest jobs run and the short and middle ones wait
     "boost_cap": "1e18",
+    # log progress as the repository's piecewise-linear interpolation on log_approximation_bases,
+    # log(0) read as log(1e-6) (below log; our default is tangents above it)
+    "log_approx": "chord",
+    "log_points": ",".join(f"{b:g}" for b in SHOCKWAVE_BASES),
 }
 """Shockwave's settings where its repository (uw-mad-dash/shockwave, ``scheduler/shockwave.py``
 and ``configurations/tacc_32gpus.json``) differs from our defaults."""
