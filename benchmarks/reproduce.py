@@ -233,6 +233,9 @@ SHOCKWAVE_AS_THE_REPOSITORY = {
     # log(0) read as log(1e-6) (below log; our default is tangents above it)
     "log_approx": "chord",
     "log_points": ",".join(f"{b:g}" for b in SHOCKWAVE_BASES),
+    # no lease: the repository's simulator runs each round's planned jobs, and a job may be
+    # preempted after any round (ours keeps a started job 3 rounds by default)
+    "min_run_rounds": "1",
 }
 """Shockwave's settings where its repository (uw-mad-dash/shockwave, ``scheduler/shockwave.py``
 and ``configurations/tacc_32gpus.json``) differs from our defaults."""
