@@ -212,11 +212,16 @@ def shockwave_setting() -> dict[str, str]:
     ``dynamic`` docstring's "its mix"); fairness is the repository's run-wide finish-time
     fairness (``worst_ftf_run``, ``unfair_fraction_run``: rho > 1.05). Shockwave boosts lagging
     jobs as its repository does (:data:`SHOCKWAVE_AS_THE_REPOSITORY`); Themis runs as the
-    repository runs it (``themis --set policy.allocation=shares``)."""
+    repository runs it (``themis --set policy.allocation=shares``). A job that resumes pays the
+    repository simulator's overhead, 20 s for checkpoint and resume together
+    (``Scheduler.simulate``: ``preemption_overhead = 20``, charged to every policy's job that did
+    not run the round before), where ``dynamic`` keeps the project's 30 s + 1 s per GPU."""
     return {
         "workload.load": "0",
         "workload.synthetic.arrival_rate_per_hour": "90",
         "workload.synthetic.gpu_demand": "1:0.7667,2:0.1667,4:0.0666",
+        "sim.restart_base_s": "20",
+        "sim.restart_per_gpu_s": "0",
     }
 
 
