@@ -25,13 +25,21 @@ figure) with an average queue above 3,000 s. No value was tuned to make a compar
 Policies: ``Baseline`` is ``fifo`` at its jobs' requested sizes (``elastic=requested``: Aryl's
 Baseline scales no job; our ``fifo`` otherwise starts an elastic job at its max), ``Basic``
 ``aryl-basic``, ``Aryl`` ``aryl`` and ``Ideal`` ``aryl`` with loaned servers never reclaimed.
+The Baseline stays FIFO, as the paper defines it ("a FIFO cluster scheduler with no capacity
+loaning or elastic scaling"); the same FIFO with backfill (:func:`backfill_fifo`) runs beside it
+only as the measured reason for the queueing row's overshoot.
 Table 6's ablation (placement without grouping: elastic jobs go to training servers first like
 inelastic ones) is ``aryl-nogroup`` against
 ``aryl`` in Ideal and in the setting with reclaims: grouping only concerns elastic jobs, and
 our ``aryl-basic`` already places its elastic jobs training-first (``heuristics/aryl_place.py``:
 elastic jobs prefer loaned servers only when scaled elastically), so "Basic without grouping"
 would be ``aryl-basic`` itself; the paper's Basic-case figures are set against the run with
-reclaims. The reclaim check (greedy against exhaustive)
+reclaims. In Ideal, nothing is reclaimed, so no job is preempted under either placement; the
+only interruptions are Aryl's own: flexible workers scaled in so that phase 1 can start a pending
+job, or moved by phase 2 to another job. Table 6's Ideal row therefore compares the interruptions
+the scheduling inflicts on running jobs, preemptions plus scale-ins to make room (in the paper's
+system a scale-in is a checkpoint-restart of the job), counted from the engine's event log
+(:func:`interruption_check`, :class:`Interruptions`). The reclaim check (greedy against exhaustive)
 re-runs ``aryl`` in the Aryl setting in this process, records every reclaim decision and solves
 each small enough one exactly too (:func:`reclaim_check`); it does not go to ``--backend``.
 
@@ -43,9 +51,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import io
+import itertools
 import json
 import math
+import operator
 import sys
+import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,9 +74,14 @@ from benchmarks.shockwave_fairness import UNFAIR, repo_isolated
 from envs.sim import scenarios
 from envs.sim.config import ConfigError
 from envs.sim.fileio import atomic_write
-from envs.sim.policy import ClusterView
+from envs.sim.metrics import summarize
+from envs.sim.model import Pool
+from envs.sim.policy import ClusterView, ComposedScheduler
 from heuristics.aryl_reclaim import ArylReclaim, choose_reclaim, choose_reclaim_exhaustive, reclaim_cost
+from heuristics.common import PackPlacement
+from heuristics.fifo import QueueOrdering, by_submit, requested
 from heuristics.registry import make
+from heuristics.shockwave_plan import SHOCKWAVE_BASES
 
 ROOT = Path(__file__).resolve().parent.parent
 MAGNITUDE_OK = 0.8  # ours must reach this share of the paper's magnitude
@@ -134,7 +150,9 @@ def aryl_setting() -> dict[str, str]:
 @setting("ideal", "loaning")
 def ideal_setting() -> dict[str, str]:
     """Aryl's Ideal: the Aryl setting with loaned servers never reclaimed (the paper's upper
-    bound, where Table 6 measures the preemptions of placement without grouping)."""
+    bound, where Table 6 measures the preemption ratio of placement without grouping; ours
+    counts the interruptions Aryl's own scheduling inflicts, preemptions plus scale-ins to make
+    room: see :class:`Interruptions`)."""
     return aryl_setting() | {"inference.never_reclaim": "true"}
 
 
@@ -194,14 +212,39 @@ def shockwave_setting() -> dict[str, str]:
     on average, with the trace's own GPU mix (92, 20 and 8 jobs of 1, 2 and 4 GPUs: the
     ``dynamic`` docstring's "its mix"); fairness is the repository's run-wide finish-time
     fairness (``worst_ftf_run``, ``unfair_fraction_run``: rho > 1.05). Shockwave boosts lagging
-    jobs as its repository does, by the projected finish-time fairness over absolute timestamps
-    (``shockwave --set policy.lag_from=start``); Themis runs as the repository runs it
-    (``themis --set policy.allocation=shares``)."""
+    jobs as its repository does (:data:`SHOCKWAVE_AS_THE_REPOSITORY`); Themis runs as the
+    repository runs it (``themis --set policy.allocation=shares``). A job that resumes pays the
+    repository simulator's overhead, 20 s for checkpoint and resume together
+    (``Scheduler.simulate``: ``preemption_overhead = 20``, charged to every policy's job that did
+    not run the round before), where ``dynamic`` keeps the project's 30 s + 1 s per GPU."""
     return {
         "workload.load": "0",
         "workload.synthetic.arrival_rate_per_hour": "90",
         "workload.synthetic.gpu_demand": "1:0.7667,2:0.1667,4:0.0666",
+        "sim.restart_base_s": "20",
+        "sim.restart_per_gpu_s": "0",
     }
+
+
+SHOCKWAVE_AS_THE_REPOSITORY = {
+    # the boosts' projected finish-time fairness over absolute timestamps, (now + R / share) / F_hat
+    "lag_from": "start",
+    # the repository's boosts rho ** 12 (rho ** 100 with less than a round left) are unbounded; ours
+    # stop at 1e18, so that no objective coefficient (boost / (jobs x rounds)) reaches HiGHS's
+    # infinite_cost (1e20, read as infinite). The policy's default cap, 1e4, scales every boost down
+    # as soon as one lagging job nears its end, until the makespan term (k x the largest remaining
+    # time) outweighs every lagging job: the longest jobs run and the short and middle ones wait
+    "boost_cap": "1e18",
+    # log progress as the repository's piecewise-linear interpolation on log_approximation_bases,
+    # log(0) read as log(1e-6) (below log; our default is tangents above it)
+    "log_approx": "chord",
+    "log_points": ",".join(f"{b:g}" for b in SHOCKWAVE_BASES),
+    # no lease: the repository's simulator runs each round's planned jobs, and a job may be
+    # preempted after any round (ours keeps a started job 3 rounds by default)
+    "min_run_rounds": "1",
+}
+"""Shockwave's settings where its repository (uw-mad-dash/shockwave, ``scheduler/shockwave.py``
+and ``configurations/tacc_32gpus.json``) differs from our defaults."""
 
 
 @dataclass(frozen=True)
@@ -232,7 +275,7 @@ RUNS: tuple[Run, ...] = (
     Run("te-be:fitgpp", "te-be", "fitgpp"),
     Run("deadline:tiresias", "deadline", "tiresias"),
     Run("deadline:mlfs", "deadline", "mlfs"),
-    Run("dynamic:shockwave", "shockwave", "shockwave", {"lag_from": "start"}),  # the repository's boosts
+    Run("dynamic:shockwave", "shockwave", "shockwave", SHOCKWAVE_AS_THE_REPOSITORY),
     Run("dynamic:themis", "shockwave", "themis", {"allocation": "shares"}),
     Run("dynamic:themis-rank", "shockwave", "themis"),
     Run("dynamic:maxmin", "shockwave", "maxmin"),
@@ -310,6 +353,147 @@ def reclaim_check(seed: int, jobs: int | None = None) -> ReclaimCheck:
         recorder.skipped,
         max((k for k, _, _ in p), default=0),
     )
+
+
+# ---------------------------------------------------------------------- the Baseline with backfill
+BACKFILL = "baseline:backfill"  # the measured reason beside Aryl's queueing row: not a paper's figure
+
+
+def backfill_fifo() -> ComposedScheduler:
+    """The Baseline (``fifo`` at the requested sizes, never borrowing) with backfill: the same
+    submit order, but a job that does not fit is skipped so the ones behind it may start
+    (:class:`~heuristics.fifo.QueueOrdering` not blocking, as ``sjf`` uses it). It isolates how
+    much of the Baseline's queue is FIFO's head-of-line blocking. Not registered: only
+    :func:`backfill_check` runs it."""
+    return ComposedScheduler(
+        "fifo-backfill",
+        QueueOrdering(by_submit, blocking=False, gpus=requested),
+        PackPlacement(elastic=_STATIC["elastic"]),
+    )
+
+
+def backfill_check(seed: int, jobs: int | None, borrowing: bool) -> dict[str, Any]:
+    """:func:`backfill_fifo` in the Aryl setting on the Baseline's jobs (``borrowing``: the
+    setting's plan), run in this process (under a second a seed at 4,000 jobs)."""
+    s = SETTINGS["aryl"]
+    result = scenarios.simulate(
+        scenarios.get(s.scenario, scenario_sets(s, jobs)), backfill_fifo(), seed, borrowing=borrowing
+    )
+    return dict(summarize(result))
+
+
+# ------------------------------------------------------------------------- interruptions in Ideal
+LogEntry = tuple[float, str, int, str]  # the engine's event log: (time, what, job or server, detail)
+
+
+def _flex(detail: str) -> dict[int, int]:
+    """A job's flexible workers per server from a ``start``/``scale``/``migrate`` log detail
+    (``"s3x2 +s5x1 s6x2"``: base, then ``+`` and the flexible part)."""
+    _, plus, flex = detail.partition("+")
+    if not plus:
+        return {}
+    return {int(s): int(n) for s, _, n in (w[1:].partition("x") for w in flex.split())}
+
+
+@dataclass(frozen=True)
+class Interruptions:
+    """What a run's scheduling did to running jobs, read from the engine's event log (Table 6 in
+    Ideal: loaned servers are never taken back there, so the only interruptions are the
+    scheduler's own). Events at one simulated time are one moment; a job *scales in* at a moment
+    when it ends it with fewer flexible GPUs than it began it with; the scale-in is *to make room*
+    when another job starts or ends the moment with more flexible GPUs (phase 1 taking flexible
+    GPUs back for a pending job, or phase 2 giving them to another elastic job). In the paper's
+    system a scale-in is a checkpoint-restart of the job, as a preemption is.
+
+    :param preemptions: jobs preempted (every cause).
+    :param scale_ins: scale-ins to make room.
+    :param scale_ins_alone: scale-ins at a moment when no other job gained GPUs.
+    :param moves: flexible workers moved to other servers, their number kept.
+    :param jobs: distinct jobs preempted or scaled in to make room at least once.
+    :param taken_training: flexible GPUs those scale-ins took off training servers.
+    :param taken_loaned: ... off loaned servers."""
+
+    preemptions: int
+    scale_ins: int
+    scale_ins_alone: int
+    moves: int
+    jobs: int
+    taken_training: int
+    taken_loaned: int
+
+    @property
+    def total(self) -> int:
+        """The interruptions Table 6's row counts: preemptions + scale-ins to make room."""
+        return self.preemptions + self.scale_ins
+
+    def metrics(self) -> dict[str, float | None]:
+        taken = self.taken_training + self.taken_loaned
+        return {
+            "interruptions": self.total,
+            "scale_ins_room": self.scale_ins,
+            "interrupted_jobs": self.jobs,
+            "flex_moves": self.moves,
+            "scale_in_training_share": self.taken_training / taken if taken else None,
+        }
+
+
+def interruptions(log: Sequence[LogEntry], training: frozenset[int]) -> Interruptions:
+    """:class:`Interruptions` from an event log; ``training``: the training servers' ids."""
+    flex: dict[int, dict[int, int]] = {}  # running job -> its flexible GPUs per server
+    scale_ins = alone = moves = taken_training = taken_loaned = 0
+    hit: set[int] = set()
+    for _, moment in itertools.groupby(log, key=operator.itemgetter(0)):
+        before: dict[int, dict[int, int]] = {}
+        started: set[int] = set()
+        for _, what, who, detail in moment:
+            if what not in ("start", "scale", "preempt", "migrate", "finish"):
+                continue  # server events (loan, reclaim, fail, ...), arrivals and phase changes
+            before.setdefault(who, flex.get(who, {}))
+            if what == "start":
+                started.add(who)
+            elif what == "preempt":
+                hit.add(who)
+            if what in ("start", "scale", "migrate"):
+                flex[who] = _flex(detail)
+            else:
+                flex.pop(who, None)
+        change = {j: sum(flex.get(j, {}).values()) - sum(b.values()) for j, b in before.items()}
+        gainers = started | {j for j, d in change.items() if d > 0}
+        for j, d in change.items():
+            if j in started or j not in flex:  # started now, or preempted or finished
+                continue
+            if d == 0 and flex[j] != before[j]:
+                moves += 1
+            if d >= 0:
+                continue
+            if not gainers - {j}:
+                alone += 1
+                continue
+            scale_ins += 1
+            hit.add(j)
+            for s, n in before[j].items():
+                gone = n - flex[j].get(s, 0)
+                if gone > 0 and s in training:
+                    taken_training += gone
+                elif gone > 0:
+                    taken_loaned += gone
+    preemptions = sum(1 for e in log if e[1] == "preempt")
+    return Interruptions(preemptions, scale_ins, alone, moves, len(hit), taken_training, taken_loaned)
+
+
+def interruption_check(seed: int, jobs: int | None = None) -> dict[str, dict[str, float | None]]:
+    """Each Ideal run (:data:`RUNS` in the ``ideal`` setting) replayed in this process with the
+    engine's event log kept (nothing else differs: the same jobs, the same figures), and its
+    :meth:`Interruptions.metrics`. Not sent to ``--backend``: one run takes a few seconds."""
+    s = SETTINGS["ideal"]
+    scenario = scenarios.get(s.scenario, scenario_sets(s, jobs))
+    out = {}
+    for r in (r for r in RUNS if r.setting == "ideal"):
+        result = scenarios.simulate(scenario, make(r.policy, dict(r.policy_sets)), seed, log=True)
+        assert result.log is not None
+        training = frozenset(sv.server_id for sv in result.servers if sv.pool == Pool.TRAINING)
+        out[r.label] = interruptions(result.log, training).metrics()
+    return out
 
 
 # --------------------------------------------------------------------------------------- verdicts
@@ -441,10 +625,11 @@ def _servers(name: str) -> int:
 def _why_aryl_queue(x: Measured) -> str:
     return (
         f"Aryl's queue averages {x.m('aryl', 'avg_queue_s'):,.0f} s against the Baseline's "
-        f"{x.m('baseline', 'avg_queue_s'):,.0f} s, and without any loaning phase 1 alone (shortest remaining time "
-        f"first with backfill, aryl-basic) already cuts it to {x.m('noloan:basic', 'avg_queue_s'):,.0f} s and "
-        f"starting elastic jobs at their base to {x.m('noloan:aryl', 'avg_queue_s'):,.0f} s: at 82% usage our "
-        "Baseline's queue is FIFO's head-of-line blocking, which any backfilling scheduler removes, where the "
+        f"{x.m('baseline', 'avg_queue_s'):,.0f} s, of which the Baseline's own order with backfill (FIFO, a job that "
+        f"does not fit skipped) leaves {x.m(BACKFILL, 'avg_queue_s'):,.0f} s, and without any loaning phase 1 alone "
+        f"(shortest remaining time first with backfill, aryl-basic) leaves {x.m('noloan:basic', 'avg_queue_s'):,.0f} s "
+        f"and starting elastic jobs at their base {x.m('noloan:aryl', 'avg_queue_s'):,.0f} s: at 82% usage our "
+        "Baseline's queue is mostly FIFO's head-of-line blocking, which any backfilling scheduler removes, where the "
         "paper's cluster kept long queues under Aryl too."
     )
 
@@ -495,12 +680,14 @@ def _why_afs(x: Measured) -> str:
 
 def _why_nogroup_ideal(x: Measured) -> str:
     return (
-        f"in Ideal aryl-nogroup preempts {x.m('ideal-nogroup', 'preemptions'):.1f} times per run against aryl's "
-        f"{x.m('ideal', 'preemptions'):.1f} (with reclaims {x.m('aryl-nogroup', 'preemptions'):.1f} against "
-        f"{x.m('aryl', 'preemptions'):.1f}): in Aryl only a reclaim deadline preempts (phase 1 takes GPUs back by "
-        "scaling flexible workers in, never by preempting), and our Ideal never reclaims (ALGORITHMS.md: loaned "
-        "servers never taken back), where the paper's Ideal has a preemption ratio (its Table 5, row 4) for no "
-        "grouping to raise, so it must still take servers back."
+        f"in Ideal nothing is reclaimed and no job is preempted ({x.m('ideal-nogroup', 'preemptions'):.0f} and "
+        f"{x.m('ideal', 'preemptions'):.0f}), so the interruptions are scale-ins of flexible workers to make room: "
+        f"aryl-nogroup makes {x.m('ideal-nogroup', 'interruptions'):,.0f} per run against aryl's "
+        f"{x.m('ideal', 'interruptions'):,.0f} ({x.m('ideal-nogroup', 'interrupted_jobs'):,.0f} and "
+        f"{x.m('ideal', 'interrupted_jobs'):,.0f} jobs hit), and with {_loaned_servers(x, 'ideal'):.1f} loaned T4 "
+        "servers grouping keeps few flexible workers off the training servers, where phase 1 takes GPUs back: "
+        f"{x.m('ideal', 'scale_in_training_share'):.1%} of the flexible GPUs scaled in under aryl come off training "
+        f"servers, against {x.m('ideal-nogroup', 'scale_in_training_share'):.1%} without grouping."
     )
 
 
@@ -582,7 +769,8 @@ def _themis_why(x: Measured) -> str:
     late = (
         "it keeps fewer jobs late, but later."
         if th < sw
-        else f"it keeps only {100 * (th - sw):.1f} points more jobs late than Shockwave, and later."
+        else f"it keeps {th:.1%} of jobs late, where the paper's Themis, Gavel, AlloX and MST kept 22-27%: only "
+        f"{100 * (th - sw):.1f} points more than Shockwave, and later."
     )
     return (
         "; Themis runs as the repository's (allocation=shares: time shares that equalise the predicted "
@@ -666,10 +854,10 @@ HEADLINES: tuple[Headline, ...] = (
     ),
     Headline(
         "Aryl",
-        "Table 6: preemptions, no grouping vs grouping (Ideal, %)",
+        "Table 6: interruptions (preemptions + scale-ins to make room), no grouping vs grouping (Ideal, %)",
         "percent",
         113.0,
-        _change("ideal-nogroup", "ideal", "preemptions"),
+        _change("ideal-nogroup", "ideal", "interruptions"),
         _why_nogroup_ideal,
     ),
     Headline(
@@ -892,7 +1080,7 @@ def figure(table: Sequence[Row], path: Path, seeds: str) -> None:
     import matplotlib.pyplot as plt
 
     kinds = {h.headline: h.kind for h in HEADLINES}
-    labels = [f"{r.paper}: {r.headline}" for r in table]
+    labels = [textwrap.fill(f"{r.paper}: {r.headline}", 60) for r in table]
     paper = [effect(kinds[r.headline], r.paper_value) if r.paper_value is not None else math.nan for r in table]
     ours = [effect(kinds[r.headline], r.ours) if r.ours is not None else math.nan for r in table]
     ours = [o / 100 if kinds[r.headline] == "points" else o for o, r in zip(ours, table, strict=True)]
@@ -967,11 +1155,12 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         console.print(f"[red]error:[/red] {e}", highlight=False)
         return 2
-    metrics: dict[str, dict[int, dict[str, Any]]] = {r.label: {} for r in RUNS}
+    metrics: dict[str, dict[int, dict[str, Any]]] = {label: {} for label in (*(r.label for r in RUNS), BACKFILL)}
+    borrowing = {r.setting: t.borrowing for t, r in tasks.items()}
     with Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
     ) as bar:
-        job = bar.add_task("runs", total=len(tasks) + len(seeds))
+        job = bar.add_task("runs", total=len(tasks) + 3 * len(seeds))
 
         def done(r: ev.TaskResult) -> None:
             run = tasks[r.task]
@@ -983,6 +1172,11 @@ def main(argv: list[str] | None = None) -> int:
         reclaim = []
         for s in seeds:
             reclaim.append(reclaim_check(s, args.jobs))
+            bar.advance(job)
+            for label, extra in interruption_check(s, args.jobs).items():
+                metrics[label][s] |= extra
+            bar.advance(job)
+            metrics[BACKFILL][s] = backfill_check(s, args.jobs, borrowing["aryl"])
             bar.advance(job)
     table = rows(metrics, seeds, reclaim)
     notes = [themis_note(_means(metrics))]

@@ -6,7 +6,9 @@ repository would compute them from the same runs.
         [--set key=value ...]
 
 A policy may carry its settings as ``NAME:KEY=VALUE[;KEY=VALUE]``: ``--policies
-"shockwave,themis:allocation=shares"`` runs Themis as the repository runs it.
+"shockwave,themis:allocation=shares"`` runs Themis as the repository runs it. ``--policy`` (once
+per policy, instead of ``--policies``) takes one such policy whose values may hold commas (a
+tuple setting): ``--policy "shockwave:log_approx=chord;log_points=0,0.2,0.4,0.6,0.8,1"``.
 
 Per policy, means over the seeds of the run-wide finish-time fairness (``worst_ftf_run``,
 ``unfair_fraction_run``: rho = JCT / (isolated duration x max(1, jobs / GPUs)), the figure of the
@@ -94,13 +96,16 @@ def seeds_arg(text: str) -> list[int]:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--policies", default="shockwave,themis")
+    p.add_argument(
+        "--policy", dest="policy", action="append", default=[], help="one policy (repeat; replaces --policies)"
+    )
     p.add_argument("--seeds", default="0-4", help="a seed or a range lo-hi")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--set", dest="sets", action="append", default=[], help="scenario override key=value")
     args = p.parse_args()
     try:
         policies, seeds, sets = (
-            args.policies.split(","),
+            args.policy or args.policies.split(","),
             smoke.seeds(seeds_arg(args.seeds)),
             smoke.sets(parse_sets(args.sets)),
         )

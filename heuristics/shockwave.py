@@ -48,7 +48,7 @@ import numpy as np
 
 from envs.sim import libm
 from envs.sim.policy import Action, ClusterView, FewestJobsReclaim, JobStatus
-from envs.sim.settings import Choice, Each, Flag, Num, Settings
+from envs.sim.settings import Check, Choice, Each, Flag, Num, SettingError, Settings
 from heuristics.registry import register
 from heuristics.shockwave_estimate import RegimeObserver
 from heuristics.shockwave_plan import (
@@ -76,7 +76,10 @@ class ShockwaveConfig(Settings):
     :param near_done_power: boost exponent of a lagging job with less than a round left
         (Shockwave: 100).
     :param boost_cap: largest boost; when a boost would exceed it, all are scaled down by the same
-        factor (ours: keeps the MILP's coefficients in a solver's numerical range).
+        factor (ours: keeps the MILP's coefficients in a solver's numerical range). Scaling every
+        boost down weighs the makespan term ``k z`` up against all of them: Shockwave's boosts are
+        unbounded, and ``benchmarks/reproduce.py`` runs it with 1e18 (every objective coefficient
+        below HiGHS's ``infinite_cost``, 1e20).
     :param boost_floor: smallest weight after that scaling (ours).
     :param momentum: weight of the time average in the smoothed fair finish time (Shockwave: 0.9).
     :param fairness: enforce the finish-time-fairness constraint, and boost when it cannot hold
@@ -116,6 +119,14 @@ class ShockwaveConfig(Settings):
     log_points: Annotated[tuple[float, ...], Each(Num(ge=0, le=1), 1)] = LOG_POINTS
     min_run_rounds: Annotated[int, Num(ge=1)] = 3
     lag_from: Annotated[str, Choice(("submit", "start"))] = "submit"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.log_approx == "chord" and len(self.log_points) < 2:  # no chord between fewer points
+            raise SettingError(type(self).__name__, "log_points", _CHORDS, self.log_points)
+
+
+_CHORDS = Check(lambda v: len(v) >= 2, "must hold at least 2 breakpoints with log_approx=chord", "0.5")
 
 
 @dataclass(frozen=True)

@@ -181,3 +181,62 @@ def test_themis_shares_equalise_the_predicted_fairness():
     assert x[0] > x[1] and x[0] + x[1] == pytest.approx(1.0, abs=1e-9)
     rho0, rho1 = (100 + 100 / x[0]) / 200, (0 + 300 / x[1]) / 600
     assert rho0 == pytest.approx(rho1, rel=1e-9)
+
+
+# ------------------------------------------------------------------- Table 6's interruptions in Ideal
+def test_interruptions_count_scale_ins_that_make_room_from_the_event_log():
+    log = [
+        (0.0, "arrive", 0, ""),
+        (0.0, "start", 0, "s0x2 +s1x2 s2x2"),  # job 0: 4 flexible GPUs, on servers 1 (training) and 2
+        (0.0, "start", 1, "s3x1 +s4x1"),
+        (5.0, "loan", 7, ""),
+        (10.0, "scale", 0, "s0x2 +s2x2"),  # job 0 gives 2 GPUs of server 1 ...
+        (10.0, "start", 2, "s1x2"),  # ... to job 2: a scale-in to make room
+        (20.0, "scale", 1, "s3x1"),  # job 1 scales in and nobody gains: not to make room
+        (30.0, "scale", 0, "s0x2 +s5x2"),  # job 0 moves its 2 flexible GPUs
+        (40.0, "scale", 0, "s0x2"),  # job 0 scales in, to job 1 scaling out
+        (40.0, "scale", 1, "s3x1 +s5x2"),
+        (50.0, "preempt", 2, "lost 0"),
+        (60.0, "scale", 1, "s3x1 +s5x1"),  # job 1 scales in and finishes the same moment
+        (60.0, "finish", 1, ""),
+        (60.0, "start", 3, "s5x1"),
+    ]
+    got = rp.interruptions(log, training=frozenset({0, 1, 3}))
+    assert got == rp.Interruptions(
+        preemptions=1, scale_ins=2, scale_ins_alone=1, moves=1, jobs=2, taken_training=2, taken_loaned=2
+    )
+    assert got.total == 3
+    assert got.metrics()["scale_in_training_share"] == pytest.approx(0.5)
+
+
+def test_the_interruption_check_replays_the_ideal_runs_unchanged():
+    from agents import evaluation as ev
+    from envs.sim import scenarios
+    from envs.sim.metrics import TIMING_KEYS, summarize
+    from heuristics.registry import make
+
+    checked = rp.interruption_check(0, jobs=80)
+    assert set(checked) == {r.label for r in rp.RUNS if r.setting == "ideal"}
+    tasks = {t: r for t, r in rp.plan([0], jobs=80).items() if r.setting == "ideal"}
+    assert {r.label for r in tasks.values()} == set(checked)
+    for task, run in tasks.items():
+        swept = ev.run_task(task).metrics  # the sweep's run, without the event log
+        scenario = scenarios.get(task.scenario, dict(task.scenario_sets))
+        replay = scenarios.simulate(scenario, make(run.policy), 0, log=True)
+        logged = summarize(replay)
+        assert {k: v for k, v in logged.items() if k not in TIMING_KEYS} == {
+            k: v for k, v in swept.items() if k not in TIMING_KEYS
+        }
+        assert checked[run.label]["interruptions"] >= swept["preemptions"]
+
+
+def test_the_backfilling_baseline_keeps_fifo_order_on_the_baselines_jobs():
+    from agents import evaluation as ev
+
+    policy = rp.backfill_fifo()
+    assert not policy.borrows and not policy.ordering.blocking  # type: ignore[attr-defined]
+    task = next(t for t, r in rp.plan([0], jobs=60).items() if r.label == "baseline")
+    base = ev.run_task(task).metrics
+    mine = rp.backfill_check(0, 60, task.borrowing)
+    assert (mine["jobs_total"], mine["offered_load"]) == (base["jobs_total"], base["offered_load"])
+    assert mine["jobs_finished"] == mine["jobs_total"]

@@ -452,6 +452,14 @@ def test_fairness_benchmark_takes_a_policys_settings():
         policy_of("themis:allocation")
 
 
+def test_chords_need_two_breakpoints_a_users_error():
+    from heuristics.registry import make
+
+    make("shockwave", {"log_approx": "chord", "log_points": "0;0.5;1"})
+    with pytest.raises(ConfigError, match="at least 2 breakpoints"):
+        make("shockwave", {"log_approx": "chord", "log_points": "0.5"})
+
+
 def test_adapt_jobs_modes_durations_and_regimes():
     jobs = [job(i, 0.0, 1000.0, 1, model="cifar10") for i in range(3)] + [job(3, 0.0, 1000.0, 1, model="gpt2")]
     fam = family("cifar10")
