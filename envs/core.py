@@ -28,6 +28,7 @@ from envs.sim.metrics import summarize
 from envs.sim.model import Pool
 from envs.sim.policy import (
     Action,
+    ClusterView,
     ComposedScheduler,
     Integrals,
     JobStatus,
@@ -472,30 +473,15 @@ class Core:
         of its decisions (after its actions) and at its end. Between two decisions the figures
         grow linearly (the engine's integrals have rates that only events change), so
         interpolating gives the figure at any time."""
-        c = self.config
-        policy = registry.make(name)
-        built = scenarios.build(self.scenario, seed, self._borrowing)  # the agent's very jobs
-        if hasattr(policy, "use_rng"):
-            policy.use_rng(built.policy_rng)
-        engine = Engine(
-            built.servers,
-            built.jobs,
-            policy,
-            scenarios.shared_throughput(),
-            built.demand,
-            dataclasses.replace(self.scenario.sim, sample_s=0.0),
-            built.failure_rng,
-            knowledge=built.knowledge,
-        )
-        read = REWARDS[c.reward].read
+        read = REWARDS[self.config.reward].read
         times, values = [0.0], [0.0]
 
-        def record() -> None:
-            times.append(engine.view.now)
-            values.append(read(engine.view.integrals()))
+        def record(view: ClusterView) -> None:
+            times.append(view.now)
+            values.append(read(view.integrals()))
 
-        engine.run(after_decision=record)
-        record()
+        sim = dataclasses.replace(self.scenario, sim=dataclasses.replace(self.scenario.sim, sample_s=0.0))
+        scenarios.simulate(sim, registry.make(name), seed, borrowing=self._borrowing, observe=record)
         return np.asarray(times), np.asarray(values, dtype=float)
 
     # ------------------------------------------------------------------ observations helpers

@@ -402,15 +402,16 @@ class Engine:
             self._t_last = t
         self.now = t
 
-    def run(self, after_decision: Callable[[], None] | None = None) -> SimResult:
-        """Run to the end (all jobs done) or the horizon; return the raw result.
-        ``after_decision``: called after each decision's actions are applied (a recorder of the
-        run, reading the view)."""
+    def run(self, observe: Callable[[ClusterView], None] | None = None) -> SimResult:
+        """Run to the end (all jobs done) or the horizon; return the raw result. ``observe``, if
+        given, sees the view after each decision's actions and once more at the end."""
         self.start()
         while self.next_decision():
             self._decide()
-            if after_decision is not None:
-                after_decision()
+            if observe is not None:
+                observe(self.view)
+        if observe is not None:
+            observe(self.view)
         return self.result()
 
     # The stepping interface (the RL adapters drive the engine through it; run() is built on it):

@@ -19,7 +19,7 @@ from envs.sim.feasibility import Unrunnable, UnrunnableError, describe, unrunnab
 from envs.sim.inference import DemandCurve, InferenceConfig
 from envs.sim.information import InformationConfig, Knowledge
 from envs.sim.model import GPU_TYPES, JobSpec, Pool, ServerSpec
-from envs.sim.policy import Scheduler
+from envs.sim.policy import ClusterView, Scheduler
 from envs.sim.settings import Check, Choice, Each, Items, Num, Settings, Text
 from envs.sim.throughput import ThroughputModel
 from envs.sim.workload import (
@@ -296,15 +296,17 @@ def simulate(
     log: bool = False,
     throughput: ThroughputModel | None = None,
     borrowing: bool | None = None,
+    observe: Callable[[ClusterView], None] | None = None,
 ) -> SimResult:
     """Run ``policy`` on scenario ``s`` for ``seed``. ``borrowing``: which jobs must be runnable
-    (:func:`build`); by default, those a policy that borrows as ``policy`` does can run."""
+    (:func:`build`); by default, those a policy that borrows as ``policy`` does can run.
+    ``observe``: see :meth:`Engine.run`."""
     b = build(s, seed, policy.borrows if borrowing is None else borrowing)
     if hasattr(policy, "use_rng"):  # randomised policies draw from the run's own policy stream
         policy.use_rng(b.policy_rng)
     tp = throughput or shared_throughput()
     engine = Engine(b.servers, b.jobs, policy, tp, b.demand, s.sim, b.failure_rng, log, b.knowledge)
-    result = engine.run()
+    result = engine.run(observe)
     result.dropped = len(b.dropped)
     return result
 
