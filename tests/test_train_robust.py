@@ -158,7 +158,7 @@ BAD: dict[str, list[object]] = {
     "reward": ["nope"],
     "reward_reference": ["nope", 3],
     "bc": ["yes", 1],
-    "experts": [("nope",), ("tiresias",), "sjf"],
+    "experts": [("nope",), ("tiresias",), "sjf", ("oracle-lookahead-nope",)],
     "demo_episodes": [0],
     "demo_seed": [-1],
     "bc_epochs": [0],
