@@ -158,9 +158,18 @@ class SpeedEstimator:
         self._seen: set[tuple[int, int]] = set()  # (job, run) already counted
         self._groups = [self.group == g for g in np.unique(self.group)]  # each group's machines
         self._estimate: tuple[np.ndarray, np.ndarray] | None = None  # while nothing new is seen
+        # the jobs whose stamp changed since the last look: a run not seen yet changes its job's
+        # stamp (a start, rescale or migration, or a rate that turns positive), so while no stamp
+        # changed there is nothing new to look for
+        self._changed = view.watch_stamps()
+        self._looked = False
 
     def observe(self) -> bool:
         """Take in the runs not seen yet; whether there was any."""
+        if self._looked and not self._changed:
+            return False
+        self._looked = True
+        self._changed.clear()
         new = self.view.speed_samples(self._seen)
         for s in new:
             self._seen.add((s.job, s.run))
@@ -251,6 +260,8 @@ class Encoder:
         self._loads: ServerLoads | None = None  # the cluster state _server_now holds
         self._server_now = self._server_static
         self.speeds = SpeedEstimator(view)
+        # the speed columns of the last estimate: (that estimate, speed_est, speed_std)
+        self._speed_cols: tuple[object, np.ndarray, np.ndarray] = (None, np.zeros(0), np.zeros(0))
         self.history = DurationHistory()
 
     def _sync_waits(self) -> None:
@@ -432,9 +443,12 @@ class Encoder:
         srv[:, _S["allowed"]] = allowed
         for sid in chosen:
             srv[sid, _S["chosen"]] = 1.0
-        mean, std = self.speeds.estimate()
-        srv[:, _S["speed_est"]] = np.clip(libm.expm1(mean), -1.0, 1.0)
-        srv[:, _S["speed_std"]] = np.clip(std, 0.0, 1.0)
+        estimate = self.speeds.estimate()
+        if self._speed_cols[0] is not estimate:  # (the same tuple while nothing new is seen)
+            mean, std = estimate
+            self._speed_cols = (estimate, np.clip(libm.expm1(mean), -1.0, 1.0), np.clip(std, 0.0, 1.0))
+        srv[:, _S["speed_est"]] = self._speed_cols[1]
+        srv[:, _S["speed_std"]] = self._speed_cols[2]
         srv[:, _S["valid"]] = valid
         spare = (loads.free.astype(np.float32) - left) / self._server_gpus
         srv[:, _S["fits_left"]] = spare >= 0.0
