@@ -448,8 +448,9 @@ class Engine:
     def next_decision(self) -> bool:
         """Process events up to the next instant that needs a decision and stop there (True), or
         run out: every job done, the horizon reached or a stall (False; ``finished`` is set)."""
-        c, heap, handlers = self.config, self._heap, self._handlers
-        n = len(self._jobs)
+        c, heap, handlers, jobs = self.config, self._heap, self._handlers, self._jobs
+        heappop = heapq.heappop
+        n = len(jobs)
         self.round_tick = False
         while heap and self.done < n:
             t = heap[0][0]
@@ -468,9 +469,11 @@ class Engine:
             self._advance(t)
             dirty = False
             while heap and heap[0][0] == t:
-                _, kind, _, payload, version = heapq.heappop(heap)
-                dirty |= handlers[kind](payload, version)
+                _, kind, _, payload, version = heappop(heap)
                 self.events += 1
+                if kind == MILESTONE and version != jobs[payload].version:
+                    continue  # stale (the common case; _on_milestone would skip it too)
+                dirty |= handlers[kind](payload, version)
             if dirty:
                 return True
         if self.done < n:
@@ -580,6 +583,8 @@ class Engine:
         if not self.scheduler.borrows:
             return False
         desired = max(0, n_up - d.servers_needed(u))
+        if desired == cl.status.count(ServerStatus.LOANED):  # the common case: nothing to loan or reclaim
+            return False
         loaned = cl.servers_with(ServerStatus.LOANED)
         changed = False
         if desired > len(loaned):
