@@ -707,7 +707,7 @@ class Engine:
             if not j.spec.elastic:
                 self._reject(action, j, "only elastic jobs scale")
             if action.flex != j.flex:
-                self._check(action, j, j.base, action.flex, own=True)
+                self._check_scale(action, j)
                 self._rescale(j, action.flex)
                 self._progress_check(j)
         elif isinstance(action, Migrate):
@@ -810,13 +810,40 @@ class Engine:
             self._reject(action, j, f"GPU type: job may run on {sorted(spec.gpu_types or ())}, not {gtype.name}")
         return gtype
 
+    def _check_scale(self, action: Scale, j: _Job) -> None:
+        """Validate a rescale of running elastic ``j``. Its base is its own, which passed
+        :meth:`_check` when it was placed and stays valid while the job holds it, so the common
+        case (no flexible worker on a base server) checks the flexible workers alone; anything
+        else goes through :meth:`_check`, which names the rule broken."""
+        cl, idx = self.cluster, j.idx
+        servers, status, free, hosted = cl.servers, cl.status, cl.free, cl.hosted
+        gtype = servers[j.base[0][0]].gpu_type
+        seen = {s for s, _ in j.base}
+        total = sum(n for _, n in j.base)
+        for sid, n in action.flex:
+            if not (type(sid) is int and type(n) is int and 0 <= sid < len(servers) and n >= 1 and sid not in seen):
+                break
+            seen.add(sid)
+            total += n
+            mine = hosted[sid].get(idx, 0)
+            st = status[sid]
+            if (st not in PLACEABLE and not (mine and st is _RECLAIMING and n <= mine)) or n > free[sid] + mine:
+                break
+            if servers[sid].gpu_type is not gtype and servers[sid].gpu_type != gtype:
+                break
+        else:
+            if total <= j.spec.max_gpus:
+                return
+        self._check(action, j, j.base, action.flex, own=True)
+
     # ------------------------------------------------------------------ mechanics
     def _settle(self, j: _Job) -> None:
+        now = self.now
         start = j.last_settle if j.last_settle > j.progress_from else j.progress_from
-        if self.now > start and j.rate > 0.0:
+        if now > start and j.rate > 0.0:
             # never past the next milestone: a rounding error there would schedule it in the past
-            j.work_done = min(j.work_done + j.rate * (self.now - start), j.bounds[j.phase])
-        j.last_settle = self.now
+            j.work_done = min(j.work_done + j.rate * (now - start), j.bounds[j.phase])
+        j.last_settle = now
 
     def _account(self, j: _Job) -> None:
         """Close the open interval of GPU holding (service, fee)."""
@@ -838,11 +865,13 @@ class Engine:
 
     def _schedule_milestone(self, j: _Job) -> None:
         self._bump(j)
-        if j.rate <= 0.0:
+        rate = j.rate
+        if rate <= 0.0:
             return
-        start = self.now if self.now > j.progress_from else j.progress_from
-        t = start + (j.bounds[j.phase] - j.work_done) / j.rate
-        self._push(t, MILESTONE, j.idx, j.version)
+        now, start = self.now, j.progress_from
+        t = (now if now > start else start) + (j.bounds[j.phase] - j.work_done) / rate
+        self._seq += 1  # _push, inline: most events are pushed here
+        heapq.heappush(self._heap, (t, MILESTONE, self._seq, j.idx, j.version))
 
     def _speed(self, j: _Job, base: Alloc, flex: Alloc, gtype: GpuType) -> tuple[int, int, float]:
         servers = self.cluster.servers
