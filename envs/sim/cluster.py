@@ -32,6 +32,8 @@ class Cluster:
             ServerStatus.AVAILABLE if s.pool == Pool.TRAINING else ServerStatus.INFERENCE for s in servers
         ]
         self.hosted: list[dict[int, int]] = [{} for _ in servers]  # job -> GPUs it holds there
+        # free GPUs per server, 0 where nothing may be placed (kept with ``free`` and ``status``)
+        self.room: list[int] = [f if st in PLACEABLE else 0 for f, st in zip(self.free, self.status, strict=True)]
         self.deadline: list[float] = [math.nan] * len(servers)
         self.key: list[Key] = [(s.gpu_type.name, s.pool) for s in servers]
         self.version = 0  # bumped on every change; views cache derived arrays per version
@@ -110,6 +112,7 @@ class Cluster:
             del buckets[free][sid]
             buckets[free - gpus][sid] = None
             self._total[k] -= gpus
+            self.room[sid] = free - gpus
         self.version += 1
 
     def release(self, sid: int, job: int, gpus: int) -> None:
@@ -129,6 +132,7 @@ class Cluster:
             del buckets[free][sid]
             buckets[free + gpus][sid] = None
             self._total[k] += gpus
+            self.room[sid] = free + gpus
         self.version += 1
 
     def set_status(self, sid: int, status: ServerStatus, deadline: float = math.nan) -> None:
@@ -140,6 +144,7 @@ class Cluster:
         self.deadline[sid] = deadline
         if now and not was:
             self._index(sid)
+        self.room[sid] = self.free[sid] if now else 0
         self.version += 1
 
     def servers_with(self, status: ServerStatus) -> list[int]:
@@ -147,7 +152,4 @@ class Cluster:
 
     def placeable_free(self) -> np.ndarray:
         """Free GPUs per server, 0 where nothing may be placed."""
-        return np.array(
-            [f if st in PLACEABLE else 0 for f, st in zip(self.free, self.status, strict=True)],
-            dtype=np.int64,
-        )
+        return np.array(self.room, dtype=np.int64)

@@ -38,7 +38,7 @@ import heapq
 import logging
 import math
 import time as _time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -319,6 +319,9 @@ class Engine:
             if j.job_id != i:
                 raise ValueError(f"job ids must be 0..n-1 in submit order; job {i} has id {j.job_id}")
         self._jobs = [_Job(s) for s in self.specs]
+        # with contention: per job, the other jobs that hold GPUs on a server it holds GPUs on, and
+        # on how many such servers (a job's crowd counts them; kept as jobs join and leave servers)
+        self._near: list[dict[int, int]] = [{} for _ in self._jobs] if self.config.contention > 0.0 else []
         rng = rng if rng is not None else np.random.default_rng(0)
         self.rng_fail, self.rng_speed = rng.spawn(2)
         self.now = 0.0
@@ -445,8 +448,9 @@ class Engine:
     def next_decision(self) -> bool:
         """Process events up to the next instant that needs a decision and stop there (True), or
         run out: every job done, the horizon reached or a stall (False; ``finished`` is set)."""
-        c, heap, handlers = self.config, self._heap, self._handlers
-        n = len(self._jobs)
+        c, heap, handlers, jobs = self.config, self._heap, self._handlers, self._jobs
+        heappop = heapq.heappop
+        n = len(jobs)
         self.round_tick = False
         while heap and self.done < n:
             t = heap[0][0]
@@ -465,9 +469,11 @@ class Engine:
             self._advance(t)
             dirty = False
             while heap and heap[0][0] == t:
-                _, kind, _, payload, version = heapq.heappop(heap)
-                dirty |= handlers[kind](payload, version)
+                _, kind, _, payload, version = heappop(heap)
                 self.events += 1
+                if kind == MILESTONE and version != jobs[payload].version:
+                    continue  # stale (the common case; _on_milestone would skip it too)
+                dirty |= handlers[kind](payload, version)
             if dirty:
                 return True
         if self.done < n:
@@ -577,6 +583,8 @@ class Engine:
         if not self.scheduler.borrows:
             return False
         desired = max(0, n_up - d.servers_needed(u))
+        if desired == cl.status.count(ServerStatus.LOANED):  # the common case: nothing to loan or reclaim
+            return False
         loaned = cl.servers_with(ServerStatus.LOANED)
         changed = False
         if desired > len(loaned):
@@ -699,7 +707,7 @@ class Engine:
             if not j.spec.elastic:
                 self._reject(action, j, "only elastic jobs scale")
             if action.flex != j.flex:
-                self._check(action, j, j.base, action.flex, own=True)
+                self._check_scale(action, j)
                 self._rescale(j, action.flex)
                 self._progress_check(j)
         elif isinstance(action, Migrate):
@@ -802,13 +810,40 @@ class Engine:
             self._reject(action, j, f"GPU type: job may run on {sorted(spec.gpu_types or ())}, not {gtype.name}")
         return gtype
 
+    def _check_scale(self, action: Scale, j: _Job) -> None:
+        """Validate a rescale of running elastic ``j``. Its base is its own, which passed
+        :meth:`_check` when it was placed and stays valid while the job holds it, so the common
+        case (no flexible worker on a base server) checks the flexible workers alone; anything
+        else goes through :meth:`_check`, which names the rule broken."""
+        cl, idx = self.cluster, j.idx
+        servers, status, free, hosted = cl.servers, cl.status, cl.free, cl.hosted
+        gtype = servers[j.base[0][0]].gpu_type
+        seen = {s for s, _ in j.base}
+        total = sum(n for _, n in j.base)
+        for sid, n in action.flex:
+            if not (type(sid) is int and type(n) is int and 0 <= sid < len(servers) and n >= 1 and sid not in seen):
+                break
+            seen.add(sid)
+            total += n
+            mine = hosted[sid].get(idx, 0)
+            st = status[sid]
+            if (st not in PLACEABLE and not (mine and st is _RECLAIMING and n <= mine)) or n > free[sid] + mine:
+                break
+            if servers[sid].gpu_type is not gtype and servers[sid].gpu_type != gtype:
+                break
+        else:
+            if total <= j.spec.max_gpus:
+                return
+        self._check(action, j, j.base, action.flex, own=True)
+
     # ------------------------------------------------------------------ mechanics
     def _settle(self, j: _Job) -> None:
+        now = self.now
         start = j.last_settle if j.last_settle > j.progress_from else j.progress_from
-        if self.now > start and j.rate > 0.0:
+        if now > start and j.rate > 0.0:
             # never past the next milestone: a rounding error there would schedule it in the past
-            j.work_done = min(j.work_done + j.rate * (self.now - start), j.bounds[j.phase])
-        j.last_settle = self.now
+            j.work_done = min(j.work_done + j.rate * (now - start), j.bounds[j.phase])
+        j.last_settle = now
 
     def _account(self, j: _Job) -> None:
         """Close the open interval of GPU holding (service, fee)."""
@@ -830,11 +865,13 @@ class Engine:
 
     def _schedule_milestone(self, j: _Job) -> None:
         self._bump(j)
-        if j.rate <= 0.0:
+        rate = j.rate
+        if rate <= 0.0:
             return
-        start = self.now if self.now > j.progress_from else j.progress_from
-        t = start + (j.bounds[j.phase] - j.work_done) / j.rate
-        self._push(t, MILESTONE, j.idx, j.version)
+        now, start = self.now, j.progress_from
+        t = (now if now > start else start) + (j.bounds[j.phase] - j.work_done) / rate
+        self._seq += 1  # _push, inline: most events are pushed here
+        heapq.heappush(self._heap, (t, MILESTONE, self._seq, j.idx, j.version))
 
     def _speed(self, j: _Job, base: Alloc, flex: Alloc, gtype: GpuType) -> tuple[int, int, float]:
         servers = self.cluster.servers
@@ -864,11 +901,14 @@ class Engine:
             count(sid, n)
         j.base, j.flex, j.gpu_type = base, flex, gtype
         j.held_since = self.now
-        self._restart(j, (*base, *flex))
+        moved: set[int] = set()
+        if self.config.contention > 0.0:
+            self._join(idx, _servers(base, flex), moved)
+        self._restart(j, moved)
 
-    def _restart(self, j: _Job, touched: Alloc) -> None:
-        """(Re)start ``j`` on its allocation; the jobs on the servers it was put on or taken off
-        (``touched``: the servers whose set of jobs changed) are re-rated for contention."""
+    def _restart(self, j: _Job, moved: set[int]) -> None:
+        """(Re)start ``j`` on its allocation; the jobs whose set of neighbours changed as it was
+        put on or taken off servers (``moved``, see :meth:`_join`) are re-rated for contention."""
         assert j.gpu_type is not None
         c, now = self.config, self.now
         j.workers, j.nservers, j.base_rate = self._speed(j, j.base, j.flex, j.gpu_type)
@@ -877,7 +917,7 @@ class Engine:
             j.base_rate *= j.noise
         if c.contention > 0.0:
             j.crowd = self._crowd(j)
-            self._recrowd(j, touched)
+            self._recrowd(moved)
         self._set_rate(j)
         j.progress_from = now + c.restart_base_s + c.restart_per_gpu_s * j.workers
         j.last_settle = now
@@ -887,24 +927,44 @@ class Engine:
         j.rate = j.base_rate * j.mults[j.phase] * j.crowd
 
     def _crowd(self, j: _Job) -> float:
-        hosted = self.cluster.hosted
-        if len(j.base) == 1 and not j.flex:  # the common case: one server
-            k = len(hosted[j.base[0][0]]) - 1
-        else:
-            others = {k for s, _ in (*j.base, *j.flex) for k in hosted[s]}
-            others.discard(j.idx)
-            k = len(others)
-        return 1.0 / (1.0 + self.config.contention * k)
+        """The co-location slowdown of ``j``: by the other jobs on the servers it holds GPUs on."""
+        return 1.0 / (1.0 + self.config.contention * len(self._near[j.idx]))
 
-    def _recrowd(self, j: _Job, servers: Alloc) -> None:
-        """Re-rate the jobs on ``servers`` (other than ``j``) after ``j`` was put on or taken off
-        them. A job elsewhere keeps its crowd: the jobs it shares a server with are the same
-        (a running job's crowd is always current: every change of a server's jobs comes here)."""
-        hosted = self.cluster.hosted
-        near = {k for s, _ in servers for k in hosted[s]}
-        near.discard(j.idx)
-        for idx in sorted(near):
-            k = self._jobs[idx]
+    def _join(self, idx: int, servers: Iterable[int], moved: set[int]) -> None:
+        """Job ``idx`` now holds GPUs on ``servers``, where it held none (``_near``); the jobs
+        there that had no server in common with it yet go into ``moved``."""
+        near, hosted = self._near, self.cluster.hosted
+        mine = near[idx]
+        for s in servers:
+            for k in hosted[s]:
+                if k != idx:
+                    n = mine.get(k, 0)
+                    mine[k] = near[k][idx] = n + 1
+                    if not n:
+                        moved.add(k)
+
+    def _leave(self, idx: int, servers: Iterable[int], moved: set[int]) -> None:
+        """Job ``idx`` holds no GPUs on ``servers`` any more, where it did (``_near``); the jobs
+        there that now have no server in common with it go into ``moved``."""
+        near, hosted = self._near, self.cluster.hosted
+        mine = near[idx]
+        for s in servers:
+            for k in hosted[s]:
+                if k != idx:
+                    n = mine[k] - 1
+                    if n:
+                        mine[k] = near[k][idx] = n
+                    else:
+                        del mine[k], near[k][idx]
+                        moved.add(k)
+
+    def _recrowd(self, moved: set[int]) -> None:
+        """Re-rate the running jobs of ``moved`` whose crowd changed. A job not in it keeps its
+        crowd: the jobs it shares a server with are the same (a running job's crowd is always
+        current: every change of a server's jobs comes here)."""
+        jobs = self._jobs
+        for idx in sorted(moved):
+            k = jobs[idx]
             crowd = self._crowd(k)
             if crowd != k.crowd and k.status == _RUNNING:
                 self._settle(k)
@@ -924,11 +984,13 @@ class Engine:
             self._count_busy(sid, n)
         old_flex, j.flex = j.flex, flex
         j.scales += 1
-        touched: Alloc = ()
+        moved: set[int] = set()
         if self.config.contention > 0.0:  # the servers j joined or left (its base's stay the same)
             kept = {s for s, _ in j.base}
-            touched = tuple((s, 0) for s in ({s for s, _ in old_flex} ^ {s for s, _ in flex}) - kept)
-        self._restart(j, touched)
+            old, new = {s for s, _ in old_flex} - kept, {s for s, _ in flex} - kept
+            self._leave(j.idx, old - new, moved)
+            self._join(j.idx, new - old, moved)
+        self._restart(j, moved)
         if self._trace:
             self._record("scale", j.idx, _fmt(j.base, flex))
 
@@ -948,13 +1010,15 @@ class Engine:
         for sid, n in j.flex:
             release(sid, idx, n)
             count(sid, -n)
-        held = (*j.base, *j.flex) if self.config.contention > 0.0 else ()
+        moved: set[int] = set()
+        if self.config.contention > 0.0:
+            self._leave(idx, _servers(j.base, j.flex), moved)
         j.base = j.flex = ()
         j.workers = j.nservers = 0
         j.rate = 0.0
         self._bump(j)
-        if held:
-            self._recrowd(j, held)
+        if moved:
+            self._recrowd(moved)
 
     def _on_reclaiming(self, j: _Job) -> bool:
         st = self.cluster.status
@@ -1074,6 +1138,13 @@ def _phase_of(j: _Job) -> int:
         if j.work_done < b:
             return i
     return len(j.bounds) - 1
+
+
+def _servers(base: Alloc, flex: Alloc) -> Iterable[int]:
+    """The servers of an allocation, each once."""
+    if len(base) == 1 and not flex:  # the common case: one server
+        return (base[0][0],)
+    return {s for s, _ in base} | {s for s, _ in flex}
 
 
 def _fmt(base: Alloc, flex: Alloc) -> str:

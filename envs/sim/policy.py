@@ -236,7 +236,6 @@ class ClusterView:
         "_cache",
         "_e",
         "_factor",
-        "_free_list",
         "_level",
         "_loads",
         "_servers",
@@ -247,7 +246,6 @@ class ClusterView:
     def __init__(self, engine: Engine, knowledge: Knowledge | None = None, oracle: bool = False) -> None:
         self._e = engine
         self._cache: tuple[int, np.ndarray] | None = None
-        self._free_list: tuple[int, list[int]] | None = None  # (cluster version, free_list())
         self._loads: tuple[int, ServerLoads] | None = None
         self._unplaceable: tuple[list[ServerStatus], tuple[int, ...]] | None = None  # (statuses, answer)
         know = knowledge if knowledge is not None else Knowledge()
@@ -480,14 +478,7 @@ class ClusterView:
 
     def free_list(self) -> list[int]:
         """``free_gpus()`` as a new plain list (the caller may edit it; cheaper than the array)."""
-        cl = self._e.cluster
-        held = self._free_list
-        if held is None or held[0] != cl.version:
-            held = self._free_list = (
-                cl.version,
-                [f if st in PLACEABLE else 0 for f, st in zip(cl.free, cl.status, strict=True)],
-            )
-        return held[1].copy()
+        return self._e.cluster.room.copy()
 
     def server_loads(self) -> ServerLoads:
         """Free GPUs, placeability, reclaim state and jobs hosted of every server (one batch
