@@ -7,6 +7,8 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
+from envs.sim import scenarios
+from envs.sim.config import apply_overrides
 from envs.sim.engine import DecisionError, Engine, SimConfig
 from envs.sim.inference import DemandCurve, InferenceConfig
 from envs.sim.metrics import summarize
@@ -241,6 +243,33 @@ def test_contention_slows_co_located_jobs_and_lifts_when_they_leave():
     jobs = [job(0, 0, 300, 1), job(1, 0, 300, 1), job(2, 150, 300, 1)]
     r = run(servers(1), jobs, Scripted(script), cfg)
     np.testing.assert_allclose(r.finish, [550.0, 550.0, 650.0], rtol=1e-12)
+
+
+@pytest.mark.parametrize(("scenario", "policy"), [("default", "aryl"), ("cloud", "mlfs"), ("deadline", "fitgpp")])
+def test_contention_bookkeeping_matches_a_recount(scenario, policy):
+    """The engine keeps each job's co-located jobs as jobs join and leave servers (``_near``):
+    at every decision they equal a recount from the servers' hosted jobs, and every running
+    job's rate carries the slowdown of that many others."""
+    s = apply_overrides(scenarios.get(scenario), {"workload.synthetic.num_jobs": "80"})
+    seen = []
+
+    def observe(view: ClusterView) -> None:
+        e = view._e
+        hosted, c = e.cluster.hosted, e.config.contention
+        for j in e._jobs:
+            want: dict[int, int] = {}
+            for sid in {sid for sid, _ in (*j.base, *j.flex)}:
+                for k in hosted[sid]:
+                    if k != j.idx:
+                        want[k] = want.get(k, 0) + 1
+            assert e._near[j.idx] == want, (j.idx, e._near[j.idx], want)
+            if j.idx in e.running:
+                assert j.crowd == 1.0 / (1.0 + c * len(want)), j.idx
+        seen.append(sum(map(len, e._near)))
+
+    assert s.sim.contention > 0.0
+    scenarios.simulate(s, make(policy), 0, observe=observe)
+    assert len(seen) > 50 and max(seen) > 0  # co-location happened and was checked
 
 
 def test_per_run_fluctuation_is_seeded():
