@@ -190,33 +190,36 @@ def _dp(
     for g in range(n):
         top = min(sizes[g], capacity)
         after -= top
-        p = g * width
-        q = p + width
+        prev = table[g * width : (g + 1) * width]  # best_g (row views: loops the compiler vectorises)
+        row = table[(g + 1) * width : (g + 2) * width]  # best_{g+1}
         z = d0[g]
         if top == 0:
             for c in range(width):
-                table[q + c] = table[p + c] + z
+                row[c] = prev[c] + z
             continue
         s = starts[g] - 1  # vals[s + w]: the value at weight w >= 1
         hi = min(capacity, reach + top)
         lo = min(hi, max(0, capacity - after))
         for c in range(lo):
-            table[q + c] = -np.inf
+            row[c] = -np.inf
         for c in range(lo, hi + 1):
-            table[q + c] = table[p + c] + z
+            row[c] = prev[c] + z
         best = z  # the best of the lighter options (none: weight 0)
         for w in range(1, top + 1):  # weight by weight: the inner loop runs along the row
             v = vals[s + w]
             if not v > best:  # dominated: a lighter option is as good, and no row decreases along c
                 continue
             best = v
-            for c in range(max(lo, w), hi + 1):
-                x = table[p + c - w] + v
-                m = table[q + c]
-                table[q + c] = x if x > m else m
-        m = table[q + hi]
+            c0 = max(lo, w)
+            src = prev[c0 - w : hi + 1 - w]  # best_g[c - w] for c = c0..hi
+            dst = row[c0 : hi + 1]
+            for i in range(dst.shape[0]):
+                x = src[i] + v
+                m = dst[i]
+                dst[i] = x if x > m else m
+        m = row[hi]
         for c in range(hi + 1, width):
-            table[q + c] = m
+            row[c] = m
         reach = hi
     at = capacity
     for g in range(n - 1, -1, -1):
