@@ -43,14 +43,31 @@ _TYPE_ORDERS: weakref.WeakKeyDictionary[ClusterView, dict[tuple[object, ...], tu
 """:func:`types_for`'s answers, kept per view (dropped with it)."""
 
 
+class _LastMemo:
+    """The view :func:`types_for` last served (a weak reference) and its memo: nearly every call
+    asks about the same view, and calling a weak reference costs less than a weak-keyed lookup."""
+
+    __slots__ = ("memo", "view")
+
+    def __init__(self) -> None:
+        self.view: weakref.ref[ClusterView] | None = None
+        self.memo: dict[tuple[object, ...], tuple[str, ...]] = {}
+
+
+_LAST_MEMO = _LastMemo()
+
+
 def types_for(view: ClusterView, job: JobSpec, pool: Pool, gpus: int, order: str = "fastest") -> tuple[str, ...]:
     """The GPU types of ``pool`` that ``job`` allows, in the preference of ``order`` (:data:`TYPE_ORDERS`).
 
     Computed once per view and (allowed types, model, requested GPUs, pool, ``gpus``, order): all
     it depends on (the cluster's types and the throughput model's nominal rates stay fixed)."""
-    memo = _TYPE_ORDERS.get(view)
-    if memo is None:
-        memo = _TYPE_ORDERS[view] = {}
+    last = _LAST_MEMO
+    if last.view is not None and last.view() is view:
+        memo = last.memo
+    else:
+        memo = _TYPE_ORDERS.setdefault(view, {})
+        last.view, last.memo = weakref.ref(view), memo
     key = (job.gpu_types, job.model, job.num_gpus, pool, gpus, order)
     held = memo.get(key)
     if held is not None:
