@@ -903,12 +903,12 @@ class Engine:
         j.held_since = self.now
         moved: set[int] = set()
         if self.config.contention > 0.0:
-            self._join(idx, _servers(base, flex), moved)
+            self._meet(idx, _servers(base, flex), moved, 1)
         self._restart(j, moved)
 
     def _restart(self, j: _Job, moved: set[int]) -> None:
         """(Re)start ``j`` on its allocation; the jobs whose set of neighbours changed as it was
-        put on or taken off servers (``moved``, see :meth:`_join`) are re-rated for contention."""
+        put on or taken off servers (``moved``, see :meth:`_meet`) are re-rated for contention."""
         assert j.gpu_type is not None
         c, now = self.config, self.now
         j.workers, j.nservers, j.base_rate = self._speed(j, j.base, j.flex, j.gpu_type)
@@ -930,32 +930,21 @@ class Engine:
         """The co-location slowdown of ``j``: by the other jobs on the servers it holds GPUs on."""
         return 1.0 / (1.0 + self.config.contention * len(self._near[j.idx]))
 
-    def _join(self, idx: int, servers: Iterable[int], moved: set[int]) -> None:
-        """Job ``idx`` now holds GPUs on ``servers``, where it held none (``_near``); the jobs
-        there that had no server in common with it yet go into ``moved``."""
+    def _meet(self, idx: int, servers: Iterable[int], moved: set[int], step: int) -> None:
+        """Job ``idx`` now holds GPUs on ``servers`` where it held none (``step`` 1), or holds none
+        there any more (``step`` -1): ``_near`` follows. The jobs there that come to share their
+        first server with it, or stop sharing their last, go into ``moved``."""
         near, hosted = self._near, self.cluster.hosted
         mine = near[idx]
         for s in servers:
             for k in hosted[s]:
                 if k != idx:
-                    n = mine.get(k, 0)
-                    mine[k] = near[k][idx] = n + 1
-                    if not n:
-                        moved.add(k)
-
-    def _leave(self, idx: int, servers: Iterable[int], moved: set[int]) -> None:
-        """Job ``idx`` holds no GPUs on ``servers`` any more, where it did (``_near``); the jobs
-        there that now have no server in common with it go into ``moved``."""
-        near, hosted = self._near, self.cluster.hosted
-        mine = near[idx]
-        for s in servers:
-            for k in hosted[s]:
-                if k != idx:
-                    n = mine[k] - 1
+                    n = mine.get(k, 0) + step
                     if n:
                         mine[k] = near[k][idx] = n
                     else:
                         del mine[k], near[k][idx]
+                    if n == 0 or n == step:
                         moved.add(k)
 
     def _recrowd(self, moved: set[int]) -> None:
@@ -988,8 +977,8 @@ class Engine:
         if self.config.contention > 0.0:  # the servers j joined or left (its base's stay the same)
             kept = {s for s, _ in j.base}
             old, new = {s for s, _ in old_flex} - kept, {s for s, _ in flex} - kept
-            self._leave(j.idx, old - new, moved)
-            self._join(j.idx, new - old, moved)
+            self._meet(j.idx, old - new, moved, -1)
+            self._meet(j.idx, new - old, moved, 1)
         self._restart(j, moved)
         if self._trace:
             self._record("scale", j.idx, _fmt(j.base, flex))
@@ -1012,7 +1001,7 @@ class Engine:
             count(sid, -n)
         moved: set[int] = set()
         if self.config.contention > 0.0:
-            self._leave(idx, _servers(j.base, j.flex), moved)
+            self._meet(idx, _servers(j.base, j.flex), moved, -1)
         j.base = j.flex = ()
         j.workers = j.nservers = 0
         j.rate = 0.0
