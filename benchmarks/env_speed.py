@@ -2,12 +2,16 @@
 """Raw env speed: steps/s with random masked actions on ``default``, per env, beside a toy env of
 the same observation and action sizes (the reference: what Gymnasium + numpy cost alone).
 
-    python benchmarks/env_speed.py [--steps 20000] [--repeat 3] [--check]
+    python benchmarks/env_speed.py [--steps 20000] [--repeat 3] [--processes 3] [--check]
     python benchmarks/env_speed.py --profile ordering|plain|placement|dual [--steps 5000]
 
 Every row prints its ratio to the toy env measured in the same run (absolute speeds swing 2.5-3x
 from day to day on a shared machine; the ratio holds), and its target ratio (issue 21): ordering
-0.05, ordering with FIFO's components 0.10, placement 0.02, dual 0.05. ``--check`` exits with
+0.05, ordering with FIFO's components 0.10, placement 0.02, dual 0.05. The toy env's own speed
+drifts within a process and differs between fresh processes by as much as 1.6x, so each timing of
+a row is paired with a timing of the toy env just before it, and the ratio printed is the median
+of those pairs' ratios over ``--repeat`` pairs in each of ``--processes`` fresh processes (the
+rates printed are medians too). ``--check`` exits with
 status 1 when a ratio is below its target. Steps/s count env.step calls per CPU second of this
 process (steadier than wall time on a shared machine, the same on an idle one; episode resets are
 included: they are part of a training run's cost), after an untimed warm-up of each env (first-call
@@ -23,8 +27,10 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import json
 import pstats
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -60,10 +66,65 @@ class Row:
         return self.target is not None and not self.ratio >= self.target
 
 
-def rows_of(rates: Mapping[str, float], reference: Mapping[str, str], targets: Mapping[str, float]) -> list[Row]:
-    """Each rate as a :class:`Row`, its ratio to the rate of ``reference[name]`` (a row with no
-    reference is its own: ratio 1)."""
-    return [Row(name, r, r / rates[reference.get(name, name)], targets.get(name)) for name, r in rates.items()]
+Samples = dict[str, dict[str, list[float]]]
+"""per row, lists of figures by name: ``rate``, and ``ratio`` (to the reference timed just before)"""
+
+
+def paired(runs: Mapping[str, Callable[[], float]], reference: str, repeat: int) -> Samples:
+    """Time every row ``repeat`` times, each time right after a timing of ``reference`` (its ratio
+    is to that timing): a drift of the machine's or the process's speed then moves both alike."""
+    out: Samples = {name: {"rate": [], "ratio": []} for name in runs}
+    for _ in range(repeat):
+        for name, fn in runs.items():
+            ref = runs[reference]()
+            rate = ref if name == reference else fn()
+            out[name]["rate"].append(rate)
+            out[name]["ratio"].append(rate / ref)
+    return out
+
+
+def in_processes(argv: list[str], processes: int, measure: Callable[[], Samples]) -> Samples:
+    """``measure()`` here when ``processes`` is 1; else the pooled samples of ``processes`` fresh
+    runs of this script (``argv`` with ``--processes 1 --samples``), one after another."""
+    if processes == 1:
+        return measure()
+    pooled: Samples = {}
+    for _ in range(processes):
+        out = subprocess.run(
+            [sys.executable, argv[0], *argv[1:], "--processes", "1", "--samples"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        for name, figures in json.loads(out.splitlines()[-1]).items():
+            for key, values in figures.items():
+                pooled.setdefault(name, {}).setdefault(key, []).extend(values)
+    return pooled
+
+
+def rows_from(samples: Samples, targets: Mapping[str, float]) -> list[Row]:
+    """Each row's median rate and median paired ratio."""
+    return [
+        Row(name, statistics.median(s["rate"]), statistics.median(s["ratio"]), targets.get(name))
+        for name, s in samples.items()
+    ]
+
+
+def add_sampling_arguments(p: argparse.ArgumentParser, repeat: int, processes: int) -> None:
+    p.add_argument("--repeat", type=int, default=repeat, help="paired timings of each row per process")
+    p.add_argument("--processes", type=int, default=processes, help="fresh processes whose timings are pooled")
+    p.add_argument("--samples", action="store_true", help=argparse.SUPPRESS)  # a child: print the samples as JSON
+
+
+def sampled(p: argparse.ArgumentParser, args: argparse.Namespace, measure: Callable[[], Samples]) -> Samples | None:
+    """The pooled samples; None in a child process, which has printed its own (``--samples``)."""
+    if args.repeat < 1 or args.processes < 1:
+        p.error(f"--repeat and --processes must be at least 1, got {args.repeat} and {args.processes}")
+    samples = in_processes(sys.argv, args.processes, measure)
+    if args.samples:
+        print(json.dumps(samples))
+        return None
+    return samples
 
 
 def report(rows: list[Row], unit: str, check: bool, note: str = "") -> int:
@@ -153,33 +214,38 @@ def dual_rate(steps: int) -> float:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=20_000)
-    p.add_argument("--repeat", type=int, default=3)
+    add_sampling_arguments(p, repeat=3, processes=3)
     p.add_argument("--check", action="store_true", help="exit with status 1 if a ratio is below its target")
     p.add_argument("--profile", choices=("ordering", "plain", "placement", "dual"), default=None)
     args = p.parse_args()
-    ordering: Any = gym.make("loangym/Ordering-v1").unwrapped
-    placement = gym.make("loangym/Placement-v1").unwrapped
-    plain = gym.make("loangym/Ordering-v1", placement="fifo", scaling="fifo", reclaim="fifo", preemption=None).unwrapped
-    toy = Toy(ordering.observation_space.shape[0], ordering.action_space.n)
-    runs: dict[str, Callable[[], float]] = {
-        REFERENCE: lambda: gym_rate(toy, args.steps),
-        "ordering": lambda: gym_rate(ordering, args.steps),
-        "ordering, plain": lambda: gym_rate(plain, args.steps),
-        "placement": lambda: gym_rate(placement, args.steps),
-        "dual (AEC)": lambda: dual_rate(args.steps),
-    }
-    # first-call costs (numba's compile or cache load, imports, caches) paid here, not timed
-    for env in (ordering, plain, placement):
-        gym_rate(env, WARM_UP)
-    dual_rate(WARM_UP)
+
+    def runs() -> dict[str, Callable[[], float]]:
+        """The rows' timings, each env warmed up (first-call costs such as numba's compile or cache
+        load, imports and caches are paid here, not timed)."""
+        ordering: Any = gym.make("loangym/Ordering-v1").unwrapped
+        placement = gym.make("loangym/Placement-v1").unwrapped
+        plain = gym.make("loangym/Ordering-v1", placement="fifo", scaling="fifo", reclaim="fifo", preemption=None)
+        toy = Toy(ordering.observation_space.shape[0], ordering.action_space.n)
+        for env in (ordering, plain.unwrapped, placement):
+            gym_rate(env, WARM_UP)
+        dual_rate(WARM_UP)
+        return {
+            REFERENCE: lambda: gym_rate(toy, args.steps),
+            "ordering": lambda: gym_rate(ordering, args.steps),
+            "ordering, plain": lambda: gym_rate(plain.unwrapped, args.steps),
+            "placement": lambda: gym_rate(placement, args.steps),
+            "dual (AEC)": lambda: dual_rate(args.steps),
+        }
+
     if args.profile:
         name = {"plain": "ordering, plain", "dual": "dual (AEC)"}.get(args.profile, args.profile)
-        profile_per_step(runs[name], args.steps)
+        profile_per_step(runs()[name], args.steps)
         return 0
-    rates = {name: statistics.median(fn() for _ in range(args.repeat)) for name, fn in runs.items()}
-    rows = rows_of(rates, {name: REFERENCE for name in rates}, TARGETS)
-    return report(rows, "steps/s", args.check, f"(ratio to the toy env; median of {args.repeat} x {args.steps} steps)")
-
+    samples = sampled(p, args, lambda: paired(runs(), REFERENCE, args.repeat))
+    if samples is None:
+        return 0
+    note = f"(median ratio to the toy env timed just before; {args.processes} processes x {args.repeat} x {args.steps} steps)"
+    return report(rows_from(samples, TARGETS), "steps/s", args.check, note)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -5,10 +5,12 @@ beside SB3's own ``MlpPolicy`` on a toy env of the same observation and action s
 reference: what SB3 costs alone; it calibrates this machine) and our slot network on that toy env
 (what the network costs alone).
 
-    python benchmarks/train_speed.py [--steps 8192] [--n-envs 4] [--repeat 2] [--check]
+    python benchmarks/train_speed.py [--steps 8192] [--n-envs 4] [--repeat 2] [--processes 2] [--check]
 
-Every row prints its ratio to SB3's ``MlpPolicy`` on the toy env, measured in the same run, and
-its target ratio (issue 21: the ordering agent on ``default`` at least 0.30). ``--check`` exits
+Every row prints its ratio to SB3's ``MlpPolicy`` on the toy env, measured in the same run (each
+timing of a row paired with one of the reference just before it; the median ratio over
+``--repeat`` pairs in each of ``--processes`` fresh processes, as in env_speed.py), and its target
+ratio (issue 21: the ordering agent on ``default`` at least 0.30). ``--check`` exits
 with status 1 when a ratio is below its target. torch runs on one thread, as train.py does;
 steps/s are per CPU second of this process (steadier than wall time on a shared machine, the
 same on an idle one).
@@ -38,10 +40,11 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 import envs  # noqa: F401
 from agents.dual import TrainConfig
 from agents.networks import SlotPolicy, ordering_policy_kwargs
-from benchmarks.env_speed import Row, Toy, report, rows_of
+from benchmarks.env_speed import Samples, Toy, add_sampling_arguments, paired, report, rows_from, sampled
 
 REFERENCE = "toy, SB3 MlpPolicy"
-TARGETS = {"ordering, default": 0.30}
+ORDERING = "ordering, default"
+TARGETS = {ORDERING: 0.30}
 
 
 class Timed(gym.Wrapper):
@@ -99,7 +102,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=8192)
     p.add_argument("--n-envs", type=int, default=4)
-    p.add_argument("--repeat", type=int, default=2)
+    add_sampling_arguments(p, repeat=2, processes=2)
     p.add_argument("--check", action="store_true", help="exit with status 1 if a ratio is below its target")
     args = p.parse_args()
     th.set_num_threads(1)
@@ -108,37 +111,37 @@ def main() -> int:
     def ordering() -> gym.Env:
         return gym.make("loangym/Ordering-v1", max_jobs=c.max_jobs, seeds=c.train_seeds, **c.core_kwargs())
 
-    probe: Any = ordering()
-    obs_dim, n = probe.observation_space.shape[0], probe.action_space.n
-    runs = {
-        REFERENCE: (lambda: Toy(obs_dim, n), False),
-        "toy, slot network": (lambda: Toy(obs_dim, n), True),
-        "ordering, default": (ordering, True),
-    }
-    rates: dict[str, float] = {}
-    share: list[float] = []  # the env's share of each ordering run
-    for k, (f, slots) in runs.items():
-        got = []
-        for _ in range(args.repeat):
+    def measure() -> Samples:
+        probe: Any = ordering()
+        obs_dim, n = probe.observation_space.shape[0], probe.action_space.n
+        share: list[float] = []  # the env's share of each ordering run
+
+        def timed_ordering() -> float:
             clock = [0.0]
-            got.append(rate(f, args.steps, args.n_envs, slots, clock))
-            if k == "ordering, default":
-                share.append(clock[0])
-        rates[k] = statistics.median(got)
-    rows: list[Row] = rows_of(rates, {k: REFERENCE for k in rates}, TARGETS)
-    status = report(
-        rows,
-        "steps/s",
-        args.check,
-        f"(ratio to {REFERENCE}; median of {args.repeat} x {args.steps}, {args.n_envs} envs)",
-    )
-    r, env = rates["ordering, default"], statistics.median(share)
+            r = rate(ordering, args.steps, args.n_envs, True, clock)
+            share.append(clock[0])
+            return r
+
+        runs = {
+            REFERENCE: lambda: rate(lambda: Toy(obs_dim, n), args.steps, args.n_envs, slots=False),
+            "toy, slot network": lambda: rate(lambda: Toy(obs_dim, n), args.steps, args.n_envs),
+            ORDERING: timed_ordering,
+        }
+        samples = paired(runs, REFERENCE, args.repeat)
+        samples[ORDERING]["share"] = share
+        return samples
+
+    samples = sampled(p, args, measure)
+    if samples is None:
+        return 0
+    note = f"(median ratio to {REFERENCE} timed just before; {args.processes} processes x {args.repeat} x {args.steps}, {args.n_envs} envs)"
+    status = report(rows_from(samples, TARGETS), "steps/s", args.check, note)
+    r, env = statistics.median(samples[ORDERING]["rate"]), statistics.median(samples[ORDERING]["share"])
     print(
         f"ordering: env {env:.0%} of the time; bounds: free learner {r / env:,.0f} steps/s, "
         f"env and learner overlapped on 2 cores {r / max(env, 1.0 - env):,.0f} steps/s"
     )
     return status
-
 
 if __name__ == "__main__":
     sys.exit(main())

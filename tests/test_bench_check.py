@@ -6,15 +6,22 @@ import math
 
 import pytest
 
-from benchmarks.env_speed import Row, report, rows_of
+from benchmarks.env_speed import Row, paired, report, rows_from
 
 
-def test_ratios_are_to_the_named_reference() -> None:
-    rows = rows_of({"ref": 200.0, "a": 10.0, "b": 50.0}, {"a": "ref", "b": "a"}, {"a": 0.05})
-    by = {r.name: r for r in rows}
-    assert by["ref"].ratio == 1.0 and by["ref"].target is None
-    assert by["a"].ratio == pytest.approx(0.05) and by["a"].target == 0.05
-    assert by["b"].ratio == pytest.approx(5.0) and by["b"].target is None
+def test_each_ratio_is_to_the_reference_timed_just_before() -> None:
+    """The reference speeds up between pairs (the drift a shared machine shows); each timing of a
+    row is divided by the reference's timing just before it, and the medians are reported."""
+    ref_rates = iter([100.0, 100.0, 100.0, 400.0, 400.0, 400.0])  # two rounds of three timings
+    a_rates, b_rates = iter([10.0, 40.0]), iter([30.0, 20.0])
+    runs = {"ref": lambda: next(ref_rates), "a": lambda: next(a_rates), "b": lambda: next(b_rates)}
+    samples = paired(runs, "ref", repeat=2)
+    assert samples["a"]["ratio"] == [pytest.approx(0.1), pytest.approx(0.1)]
+    assert samples["b"]["ratio"] == [pytest.approx(0.3), pytest.approx(0.05)]
+    by = {r.name: r for r in rows_from(samples, {"a": 0.1})}
+    assert by["ref"].ratio == 1.0 and by["ref"].rate == 250.0 and by["ref"].target is None
+    assert by["a"].ratio == pytest.approx(0.1) and not by["a"].missed
+    assert by["b"].ratio == pytest.approx(0.175) and by["b"].rate == 25.0
 
 
 @pytest.mark.parametrize(
