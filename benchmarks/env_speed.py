@@ -244,8 +244,12 @@ def main() -> int:
     samples = sampled(p, args, lambda: paired(runs(), REFERENCE, args.repeat))
     if samples is None:
         return 0
-    note = f"(median ratio to the toy env timed just before; {args.processes} processes x {args.repeat} x {args.steps} steps)"
+    note = (
+        f"(median ratio to the toy env timed just before; "
+        f"{args.processes} processes x {args.repeat} x {args.steps} steps)"
+    )
     return report(rows_from(samples, TARGETS), "steps/s", args.check, note)
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -134,7 +134,10 @@ def main() -> int:
     samples = sampled(p, args, measure)
     if samples is None:
         return 0
-    note = f"(median ratio to {REFERENCE} timed just before; {args.processes} processes x {args.repeat} x {args.steps}, {args.n_envs} envs)"
+    note = (
+        f"(median ratio to {REFERENCE} timed just before; "
+        f"{args.processes} processes x {args.repeat} x {args.steps}, {args.n_envs} envs)"
+    )
     status = report(rows_from(samples, TARGETS), "steps/s", args.check, note)
     r, env = statistics.median(samples[ORDERING]["rate"]), statistics.median(samples[ORDERING]["share"])
     print(
@@ -142,6 +145,7 @@ def main() -> int:
         f"env and learner overlapped on 2 cores {r / max(env, 1.0 - env):,.0f} steps/s"
     )
     return status
+
 
 if __name__ == "__main__":
     sys.exit(main())
