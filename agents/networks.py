@@ -85,10 +85,10 @@ class SlotScorer(nn.Module):
             present = (items[..., self.present_index] > 0.5).unsqueeze(-1).to(codes.dtype)
         else:
             present = th.ones_like(codes[..., :1])
-        count = present.sum(dim=1).clamp(min=1.0)
-        mean = (codes * present).sum(dim=1) / count
+        n_present = present.sum(dim=1)
+        mean = (codes * present).sum(dim=1) / n_present.clamp(min=1.0)
         maxed = (codes * present - (1.0 - present) * 1e4).max(dim=1).values
-        maxed = th.where(present.sum(dim=1) > 0, maxed, th.zeros_like(maxed))
+        maxed = th.where(n_present > 0, maxed, th.zeros_like(maxed))
         ctx = self.ctx(x[:, self.n_items * self.item_dim :])
         return codes, th.cat([mean, maxed, ctx], dim=-1)
 
@@ -124,7 +124,12 @@ class UncheckedCategorical(MaskableCategoricalDistribution):
 class SlotPolicy(MaskableActorCriticPolicy):
     """MaskablePPO policy over item rows. ``policy_kwargs``: ``n_items``, ``item_dim``,
     ``extra_actions``, ``present_index``, ``hidden``, ``activation`` (see :class:`SlotScorer`; saved
-    with the model, and a model saved before ``activation`` existed loads as ``tanh``)."""
+    with the model, and a model saved before ``activation`` existed loads as ``tanh``).
+
+    With action masks, :meth:`forward` (the rollouts) and :meth:`evaluate_actions` (the updates)
+    compute the masked categorical's log-probabilities, sample and entropy with the very tensor
+    operations of sb3-contrib's ``MaskableCategorical`` (so the same values, gradients and random
+    draws), without building its distribution objects three times over per call."""
 
     def __init__(
         self,
@@ -162,6 +167,38 @@ class SlotPolicy(MaskableActorCriticPolicy):
         data = super()._get_constructor_parameters()
         data.update(self.slot_kwargs)
         return data
+
+    def _masked(self, obs: th.Tensor, action_masks: Any) -> tuple[th.Tensor, th.Tensor, th.Tensor]:
+        """The log-probabilities of the masked distribution, the value and the masks as booleans.
+        As ``MaskableCategorical(logits).apply_masking(masks)``: the logits normalised, the
+        masked-out ones set to -1e8 and normalised again."""
+        logits, latent_vf = self.mlp_extractor(self.extract_features(obs))
+        logits = logits.view(-1, int(self.action_space.n))  # type: ignore[attr-defined]
+        logits = logits - logits.logsumexp(dim=-1, keepdim=True)
+        masks = th.as_tensor(action_masks, dtype=th.bool, device=logits.device).reshape(logits.shape)
+        masked = th.where(masks, logits, th.tensor(-1e8, dtype=logits.dtype, device=logits.device))
+        return masked - masked.logsumexp(dim=-1, keepdim=True), self.value_net(latent_vf), masks
+
+    def forward(
+        self, obs: th.Tensor, deterministic: bool = False, action_masks: Any = None
+    ) -> tuple[th.Tensor, th.Tensor, th.Tensor]:
+        if action_masks is None:
+            return super().forward(obs, deterministic)
+        log_p, values, _ = self._masked(obs, action_masks)
+        probs = th.softmax(log_p, dim=-1)
+        actions = th.argmax(probs, dim=1) if deterministic else th.multinomial(probs, 1, True).T.reshape(-1)
+        log_prob = log_p.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
+        return actions.reshape((-1, *self.action_space.shape)), values, log_prob  # type: ignore[misc]
+
+    def evaluate_actions(
+        self, obs: th.Tensor, actions: th.Tensor, action_masks: th.Tensor | None = None
+    ) -> tuple[th.Tensor, th.Tensor, th.Tensor | None]:
+        if action_masks is None:
+            return super().evaluate_actions(obs, actions)
+        log_p, values, masks = self._masked(obs, action_masks)
+        log_prob = log_p.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
+        p_log_p = th.where(masks, log_p * th.softmax(log_p, dim=-1), th.tensor(0.0, device=log_p.device))
+        return values, log_prob, -p_log_p.sum(-1)
 
 
 def ordering_policy_kwargs(max_jobs: int, hidden: int = 64, activation: str = "tanh") -> dict[str, Any]:

@@ -102,6 +102,39 @@ def test_behaviour_cloning_reaches_90_percent_held_out_accuracy_on_default():
     assert report.heldout_accuracy > max(before, 1 - before)  # better than always (not) advancing
 
 
+@pytest.mark.parametrize("activation", ["tanh", "relu"])
+def test_masked_paths_equal_sb3_contribs_bit_for_bit(activation):
+    """SlotPolicy's own masked forward and evaluate_actions give exactly what sb3-contrib's
+    generic ones give: actions drawn from the same seed, values, log-probabilities, entropies and
+    every parameter's gradient."""
+    from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy as Generic
+
+    model, env = _model("loangym/Ordering-v1", activation)
+    pol = model.policy
+    obs, _ = env.reset(seed=0)
+    g = th.Generator().manual_seed(0)
+    batch = th.as_tensor(obs).repeat(64, 1) + 0.3 * th.rand(64, obs.shape[0], generator=g)
+    masks = th.rand(64, env.action_space.n, generator=g) > 0.5
+    masks[:, -1] = True  # "advance" is always valid
+    actions = th.tensor([float(np.flatnonzero(m)[0]) for m in masks.numpy()])
+    assert (masks.sum(1) > 1).all()  # real choices, not one valid action each
+    drawn, fitted = [], []
+    for forward, evaluate in (
+        (pol.forward, pol.evaluate_actions),
+        (lambda *a, **k: Generic.forward(pol, *a, **k), lambda *a, **k: Generic.evaluate_actions(pol, *a, **k)),
+    ):
+        th.manual_seed(3)
+        with th.no_grad():
+            drawn.append(forward(batch, action_masks=masks.numpy()))
+        pol.optimizer.zero_grad()
+        values, log_prob, entropy = evaluate(batch, actions, action_masks=masks.float())
+        (values.sum() + log_prob.mean() - 0.01 * entropy.mean()).backward()
+        fitted.append([values, log_prob, entropy, *(p.grad for p in pol.parameters())])
+    assert len(set(drawn[0][0].tolist())) > 1  # the draws really vary
+    for ours, theirs in zip(drawn[0] + tuple(fitted[0]), drawn[1] + tuple(fitted[1]), strict=True):
+        assert th.equal(ours, theirs)
+
+
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("runs")
