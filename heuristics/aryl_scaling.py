@@ -403,7 +403,8 @@ class _Fitter:
         self.cands = cands
         self.held: dict[int, dict[int, int]] = {}  # server -> job -> flexible GPUs there
         for c in cands:  # (their flexible GPUs given back on the virtual map)
-            self.virt.give(c.flex_ok)
+            if c.flex_ok:
+                self.virt.give(c.flex_ok)
             for s, n in c.flex_ok:
                 self.held.setdefault(s, {})[c.job] = n
         self.displaced: dict[int, int] = {}
@@ -540,7 +541,8 @@ class ArylScaling:
         cands: dict[str, list[_Cand]] = {}
         for c in movable(view, False, self.memo):  # grouped by type; their flexible GPUs given back
             cands.setdefault(c.gpu_type, []).append(c)
-            fm.give(c.flex_ok)
+            if c.flex_ok:
+                fm.give(c.flex_ok)
         if len(self._rows.of) > 4 * sum(map(len, cands.values())) + 1024:  # forget the jobs that left
             self._rows = _Rows()
         blocked: set[str] = set()
