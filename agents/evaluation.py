@@ -63,7 +63,7 @@ from agents.provenance import git_commit
 from agents.trained import AGENT_PREFIX, AgentSpec, Models, check_agent, episode, file_digest, load_agent
 from envs.sim import scenarios
 from envs.sim.config import ConfigError, SettingInfo, describe
-from envs.sim.engine import SimResult
+from envs.sim.engine import DecisionError, SimResult
 from envs.sim.feasibility import UnrunnableError, unrunnable
 from envs.sim.fileio import STOP_SIGNALS, atomic_write, signals_held
 from envs.sim.metrics import METRICS, summarize
@@ -384,15 +384,28 @@ def _check_runnable(scenario: scenarios.Scenario, seed: int, non_lenders: Sequen
 
 
 # ---------------------------------------------------------------------------------------------- running
+class TaskFailed(Exception):
+    """A task's run stopped on the engine's :class:`~envs.sim.engine.DecisionError` (a policy's
+    action the cluster cannot carry out, or a livelock): one sentence naming the task, its
+    settings and the engine's reason."""
+
+
 def run_task(task: Task, models: Models | None = None) -> TaskResult:
     """Run one task; ``models``: checkpoint bytes of its agents (read from the run folder if absent)."""
     notes: list[str] = []
-    if task.agent is None:
-        scenario = scenarios.get(task.scenario, dict(task.scenario_sets))
-        policy = registry.make(task.policy, task.policy_overrides)
-        result = scenarios.simulate(scenario, policy, task.seed, borrowing=task.borrowing)
-    else:
-        result, notes = episode(task.agent, task.scenario, task.scenario_sets, task.seed, models, task.borrowing)
+    try:
+        if task.agent is None:
+            scenario = scenarios.get(task.scenario, dict(task.scenario_sets))
+            policy = registry.make(task.policy, task.policy_overrides)
+            result = scenarios.simulate(scenario, policy, task.seed, borrowing=task.borrowing)
+        else:
+            result, notes = episode(task.agent, task.scenario, task.scenario_sets, task.seed, models, task.borrowing)
+    except DecisionError as e:
+        sets = ", ".join(f"{k}={v}" for k, v in task.settings.items())
+        raise TaskFailed(
+            f"{task.policy} on scenario {task.scenario}, seed {task.seed}"
+            f"{f' ({sets})' if sets else ''} stopped: {e}"
+        ) from None
     metrics = summarize(result)
     if result.dropped:
         notes.append(

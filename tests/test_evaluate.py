@@ -331,6 +331,20 @@ def test_bad_arguments_exit_2_with_one_sentence_and_write_nothing(case, expected
     assert not out.exists()
 
 
+def test_a_policy_the_engine_stops_is_one_sentence_on_exit_1_and_the_finished_tasks_stay(tmp_path: Path, capsys):
+    """tiresias with promote_knob=0 promotes every waiting job at once and livelocks on seed 0
+    (the engine stops it): the sentence names the task and its settings, and fifo's finished
+    task keeps its file for a rerun."""
+    out = tmp_path / "out"
+    args = ["--policies", "fifo,tiresias", "--seeds", "0", "--set", "workload.synthetic.num_jobs=60"]
+    args += ["--set", "workload.load=3.0", "--set", "tiresias.promote_knob=0", "--out", str(out)]
+    assert evaluate.main(args) == 1
+    text = " ".join(capsys.readouterr().out.split())
+    assert text.startswith("error: tiresias on scenario default, seed 0 (") and "Traceback" not in text
+    assert "tiresias.promote_knob=0" in text and "livelock" in text and "1 of 2 task results are saved" in text
+    assert len(list((out / "tasks").iterdir())) == 1 and not (out / "results.json").exists()
+
+
 def test_bad_trace_file_from_the_command_line_is_one_line_on_exit_2(tmp_path: Path):
     bad = tmp_path / "bad.csv"
     bad.write_text("job_id,num_gpus\n1,2\n", encoding="utf-8")
