@@ -185,7 +185,9 @@ def main(argv: list[str] | None = None) -> int:
                     console.print(f"[red]error:[/red] {e}", highlight=False)
                     return 2
                 except ev.TaskFailed as e:  # (under Ray, wrapped: its cause is the sentence)
-                    kept = f"; {saved} of {len(tasks)} task results are saved in {out / 'tasks'}" if saved else ""
+                    kept = (
+                        f"; {saved} of {len(tasks)} task results are saved in {out / 'tasks'}" if out and saved else ""
+                    )
                     console.print(f"[red]error:[/red] {getattr(e, 'cause', e)}{kept}", highlight=False, soft_wrap=True)
                     return 1
             if done.reused:
