@@ -403,8 +403,7 @@ def run_task(task: Task, models: Models | None = None) -> TaskResult:
     except DecisionError as e:
         sets = ", ".join(f"{k}={v}" for k, v in task.settings.items())
         raise TaskFailed(
-            f"{task.policy} on scenario {task.scenario}, seed {task.seed}"
-            f"{f' ({sets})' if sets else ''} stopped: {e}"
+            f"{task.policy} on scenario {task.scenario}, seed {task.seed}{f' ({sets})' if sets else ''} stopped: {e}"
         ) from None
     metrics = summarize(result)
     if result.dropped:
