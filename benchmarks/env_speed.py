@@ -85,7 +85,8 @@ def paired(runs: Mapping[str, Callable[[], float]], reference: str, repeat: int)
 
 def in_processes(argv: list[str], processes: int, measure: Callable[[], Samples]) -> Samples:
     """``measure()`` here when ``processes`` is 1; else the pooled samples of ``processes`` fresh
-    runs of this script (``argv`` with ``--processes 1 --samples``), one after another."""
+    runs of this script (``argv`` with ``--processes 1 --samples``), one after another (a child's
+    errors reach this process's stderr, and its failure stops the run)."""
     if processes == 1:
         return measure()
     pooled: Samples = {}
@@ -93,7 +94,7 @@ def in_processes(argv: list[str], processes: int, measure: Callable[[], Samples]
         out = subprocess.run(
             [sys.executable, argv[0], *argv[1:], "--processes", "1", "--samples"],
             check=True,
-            capture_output=True,
+            stdout=subprocess.PIPE,
             text=True,
         ).stdout
         for name, figures in json.loads(out.splitlines()[-1]).items():
@@ -224,15 +225,17 @@ def main() -> int:
         load, imports and caches are paid here, not timed)."""
         ordering: Any = gym.make("loangym/Ordering-v1").unwrapped
         placement = gym.make("loangym/Placement-v1").unwrapped
-        plain = gym.make("loangym/Ordering-v1", placement="fifo", scaling="fifo", reclaim="fifo", preemption=None)
+        plain = gym.make(
+            "loangym/Ordering-v1", placement="fifo", scaling="fifo", reclaim="fifo", preemption=None
+        ).unwrapped
         toy = Toy(ordering.observation_space.shape[0], ordering.action_space.n)
-        for env in (ordering, plain.unwrapped, placement):
+        for env in (ordering, plain, placement):
             gym_rate(env, WARM_UP)
         dual_rate(WARM_UP)
         return {
             REFERENCE: lambda: gym_rate(toy, args.steps),
             "ordering": lambda: gym_rate(ordering, args.steps),
-            "ordering, plain": lambda: gym_rate(plain.unwrapped, args.steps),
+            "ordering, plain": lambda: gym_rate(plain, args.steps),
             "placement": lambda: gym_rate(placement, args.steps),
             "dual (AEC)": lambda: dual_rate(args.steps),
         }
