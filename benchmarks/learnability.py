@@ -100,7 +100,8 @@ def episode(
                 k = policy(feats) if policy is not None else 0
                 if k:
                     deviations += 1
-                    a = slots if jobs[k] is None else visible.index(jobs[k])
+                    job = jobs[k]
+                    a = slots if job is None else visible.index(job)
         obs, _, _, _, info = env.step(a)
     return info["metrics"], choices, deviations
 
