@@ -26,7 +26,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,39 +47,144 @@ class Decision:
     episode: int
     features: np.ndarray  # one row per option, the base's choice first
     advantages: np.ndarray  # metric after each option minus after the base's choice
+    off: bool = False  # an earlier decision of the episode departed from the base's choice
 
 
-def collect(env: OrderingEnv, base: str, seeds: Sequence[int], width: int, metric: str, lower: bool) -> list[Decision]:
-    """The decisions with a choice along ``base``'s own trajectory, each option played on by it;
-    advantages signed so that lower is better whatever the metric."""
-    sign = 1.0 if lower else -1.0
-    slots, n_job = env.slots, len(JOB)
-    out = []
-    for episode, seed in enumerate(seeds):
-        obs, info = env.reset(options={"scenario_seed": seed})
-        while "metrics" not in info:
-            a = env.expert_action(base)
-            core, visible = env.core, env.visible
+Policy = Callable[[np.ndarray], int]
+"""Which option to take at a decision, from its options' features (0: the base's own choice)."""
+
+
+def features(obs: np.ndarray, slots: int, visible: Sequence[int], jobs: Sequence[int | None]) -> np.ndarray:
+    """One row per option of ``jobs`` (the base's choice first, None: advance): the option's job
+    row, its difference to the base choice's row, the cluster features, whether it is "advance"."""
+    n_job = len(JOB)
+    rows = obs[: slots * n_job].reshape(slots, n_job)
+    cluster = obs[slots * n_job :]
+    picks = [slots if j is None else visible.index(j) for j in jobs]
+    chosen = rows[picks[0]] if picks[0] < slots else np.zeros(n_job, np.float32)
+    feats = [
+        np.concatenate([r, r - chosen, cluster, [float(p == slots)]])
+        for p in picks
+        for r in [rows[p] if p < slots else np.zeros(n_job, np.float32)]
+    ]
+    return np.asarray(feats, np.float32)
+
+
+def episode(
+    env: OrderingEnv,
+    base: str,
+    seed: int,
+    width: int,
+    policy: Policy | None = None,
+    visit: Callable[[list[int | None], np.ndarray, bool], None] | None = None,
+) -> tuple[dict, int, int]:
+    """Play episode ``seed`` of the ordering env with ``base`` in the seat, except where ``policy``
+    takes another of its options (:func:`lookahead.ordering_jobs`, ``width`` beside the base's
+    choice). At each decision with a choice, before acting, ``visit`` sees the options, their
+    features and whether an earlier decision departed from the base (the env's core is then at
+    that decision). Returns the episode's metrics, its decisions with a choice and its deviations."""
+    slots = env.slots
+    obs, info = env.reset(options={"scenario_seed": seed})
+    choices = deviations = 0
+    while "metrics" not in info:
+        a = env.expert_action(base)
+        if policy is not None or visit is not None:
+            visible = env.visible
             mine = None if a == slots else visible[a]
-            jobs = lookahead.ordering_jobs(core, mine, visible, env.fits, slots, width)
+            jobs = lookahead.ordering_jobs(env.core, mine, visible, env.fits, slots, width)
             if len(jobs) > 1:
-                values = []
-                for job in jobs:
-                    trial = core.copy()
-                    lookahead.start(job)(trial)
-                    values.append(lookahead.value(lookahead.play(trial, base, slots), metric))
-                rows = obs[: slots * n_job].reshape(slots, n_job)
-                cluster = obs[slots * n_job :]
-                picks = [slots if j is None else visible.index(j) for j in jobs]
-                chosen = rows[picks[0]] if picks[0] < slots else np.zeros(n_job, np.float32)
-                feats = [
-                    np.concatenate([r, r - chosen, cluster, [float(p == slots)]])
-                    for p in picks
-                    for r in [rows[p] if p < slots else np.zeros(n_job, np.float32)]
-                ]
-                out.append(Decision(episode, np.asarray(feats, np.float32), sign * (np.asarray(values) - values[0])))
-            obs, _, _, _, info = env.step(a)
+                feats = features(obs, slots, visible, jobs)
+                if visit is not None:
+                    visit(jobs, feats, deviations > 0)
+                choices += 1
+                k = policy(feats) if policy is not None else 0
+                if k:
+                    deviations += 1
+                    job = jobs[k]
+                    a = slots if job is None else visible.index(job)
+        obs, _, _, _, info = env.step(a)
+    return info["metrics"], choices, deviations
+
+
+def collect(
+    env: OrderingEnv,
+    base: str,
+    seeds: Sequence[int],
+    width: int,
+    metric: str,
+    lower: bool,
+    policy: Policy | None = None,
+    first: int = 0,
+) -> list[Decision]:
+    """The decisions with a choice along the trajectory of ``policy`` (None: ``base``'s own, see
+    :func:`episode`), each option played on by ``base``; advantages signed so that lower is better
+    whatever the metric. Episodes are numbered from ``first``."""
+    sign = 1.0 if lower else -1.0
+    out = []
+    for number, seed in enumerate(seeds, first):
+
+        def label(jobs: list[int | None], feats: np.ndarray, off: bool, number: int = number) -> None:
+            values = []
+            for job in jobs:
+                trial = env.core.copy()
+                lookahead.start(job)(trial)
+                values.append(lookahead.value(lookahead.play(trial, base, env.slots), metric))
+            out.append(Decision(number, feats, sign * (np.asarray(values) - values[0]), off))
+
+        episode(env, base, seed, width, policy, label)
     return out
+
+
+def scale_of(decisions: Sequence[Decision]) -> float:
+    """The median |advantage| of the options beside the base's choice: the margins' unit."""
+    return float(np.median(np.abs(np.concatenate([d.advantages[1:] for d in decisions])))) or 1.0
+
+
+def fit(
+    decisions: Sequence[Decision], scale: float, seed: int, epochs: int = 30, reseed: bool = True
+) -> Callable[[np.ndarray], np.ndarray]:
+    """A small network fitted to each option's advantage (in units of ``scale``, clipped at 20)
+    relative to the base choice's; returns the predictor of an option array's relative advantages.
+    ``seed`` orders the passes, and seeds torch's initialisation unless ``reseed`` is False."""
+    import torch as th
+
+    th.set_num_threads(1)
+    if reseed:
+        th.manual_seed(seed)
+    width = decisions[0].features.shape[1]
+    net = th.nn.Sequential(
+        th.nn.Linear(width, 64), th.nn.ReLU(), th.nn.Linear(64, 64), th.nn.ReLU(), th.nn.Linear(64, 1)
+    )
+    opt = th.optim.Adam(net.parameters(), 1e-3, weight_decay=1e-4)
+    xs = [th.from_numpy(d.features) for d in decisions]
+    ys = [th.from_numpy(np.clip(d.advantages / scale, -20, 20).astype(np.float32)) for d in decisions]
+    rng = np.random.default_rng(seed)
+    for _ in range(epochs):
+        for i in rng.permutation(len(decisions)):
+            p = net(xs[i]).squeeze(-1)
+            loss = ((p - p[0] - ys[i]) ** 2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+    def predict(feats: np.ndarray) -> np.ndarray:
+        with th.no_grad():
+            p = net(th.from_numpy(feats)).squeeze(-1).numpy()
+        return p - p[0]
+
+    return predict
+
+
+def deviation(predict: Callable[[np.ndarray], np.ndarray], margin: float) -> Policy:
+    """The option with the best predicted advantage where it beats the base's choice by more
+    than ``margin`` (in the predictor's units), else the base's choice."""
+
+    def policy(feats: np.ndarray) -> int:
+        p = predict(feats)
+        c = int(np.argmin(p))
+        return c if p[c] < -margin else 0
+
+    return policy
 
 
 def held_out(
@@ -89,45 +194,41 @@ def held_out(
     its 95% CI half-width, and the share of decisions where it deviated."""
     import torch as th
 
-    th.set_num_threads(1)
-    th.manual_seed(seed)
+    th.manual_seed(seed)  # once: the folds' networks draw on from it in turn
     episodes = sorted({d.episode for d in decisions})
-    scale = float(np.median(np.abs(np.concatenate([d.advantages[1:] for d in decisions])))) or 1.0
+    scale = scale_of(decisions)
     picked: dict[float, list[tuple[float, bool]]] = {m: [] for m in margins}
     for k in range(folds):
         test = set(episodes[k::folds])
-        train = [d for d in decisions if d.episode not in test]
-        width = decisions[0].features.shape[1]
-        net = th.nn.Sequential(
-            th.nn.Linear(width, 64), th.nn.ReLU(), th.nn.Linear(64, 64), th.nn.ReLU(), th.nn.Linear(64, 1)
-        )
-        opt = th.optim.Adam(net.parameters(), 1e-3, weight_decay=1e-4)
-        xs = [th.from_numpy(d.features) for d in train]
-        ys = [th.from_numpy(np.clip(d.advantages / scale, -20, 20).astype(np.float32)) for d in train]
-        rng = np.random.default_rng(seed + k)
-        for _ in range(30):
-            for i in rng.permutation(len(train)):
-                p = net(xs[i]).squeeze(-1)
-                loss = ((p - p[0] - ys[i]) ** 2).mean()
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-        with th.no_grad():
-            for d in decisions:
-                if d.episode not in test:
-                    continue
-                p = net(th.from_numpy(d.features)).squeeze(-1).numpy()
-                p = p - p[0]
-                c = int(np.argmin(p))
-                for m in margins:
-                    pick = c if p[c] < -m else 0
-                    picked[m].append((float(d.advantages[pick]), pick != 0))
+        predict = fit([d for d in decisions if d.episode not in test], scale, seed + k, reseed=False)
+        for d in decisions:
+            if d.episode not in test:
+                continue
+            for m in margins:
+                pick = deviation(predict, m)(d.features)
+                picked[m].append((float(d.advantages[pick]), pick != 0))
     out = {}
     for m, xs_ in picked.items():
         realised = np.asarray([x for x, _ in xs_])
         ci = 1.96 * realised.std(ddof=1) / np.sqrt(len(realised)) if len(realised) > 1 else float("nan")
         out[m] = (float(realised.mean()), float(ci), float(np.mean([dev for _, dev in xs_])))
     return out
+
+
+def setup(name: str, base: str | None) -> tuple[suite.BenchTask, str, OrderingEnv]:
+    """Task ``name``, its base heuristic (``base``, else its recipe's expert, else its first
+    heuristic) and the ordering env of its recipe (its slots) with the base in the other seats."""
+    task = suite.get(name)
+    experts = dict(zip(task.train[::2], task.train[1::2], strict=False)).get("--experts")
+    base = base or experts or task.heuristics[0]
+    slots = next((int(v.split("=")[1]) for v in task.train if v.startswith("max_jobs=")), 32)
+    env = OrderingEnv(
+        max_jobs=slots,
+        scenario=task.scenario,
+        overrides=dict(smoke.sets(dict(task.sets))),
+        **dict.fromkeys(("placement", "scaling", "reclaim", "preemption"), base),
+    )
+    return task, base, env
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -143,20 +244,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = p.parse_args(argv)
     try:
-        task = suite.get(args.task)
-        experts = dict(zip(task.train[::2], task.train[1::2], strict=False)).get("--experts")
-        base = args.base or experts or task.heuristics[0]
         margins = [float(x) for x in args.margins.split(",")]
         if args.episodes < 2 or not 2 <= args.folds <= args.episodes or args.width < 1:
             raise ConfigError("--episodes must be at least 2, --folds between 2 and --episodes, --width at least 1.")
-        sets = dict(smoke.sets(dict(task.sets)))
-        slots = next((int(v.split("=")[1]) for v in task.train if v.startswith("max_jobs=")), 32)
-        env = OrderingEnv(
-            max_jobs=slots,
-            scenario=task.scenario,
-            overrides=sets,
-            **dict.fromkeys(("placement", "scaling", "reclaim", "preemption"), base),
-        )
+        task, base, env = setup(args.task, args.base)
     except (ConfigError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -20,6 +20,7 @@ from heuristics import registry
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import dagger  # noqa: E402
 import headroom  # noqa: E402
 import learnability  # noqa: E402
 import suite as board  # noqa: E402
@@ -262,3 +263,35 @@ def test_learnability_refuses_bad_arguments_with_exit_2(capsys: pytest.CaptureFi
     assert learnability.main(["--task", "nope"]) == 2
     assert learnability.main(["--episodes", "1"]) == 2
     assert capsys.readouterr().err.count("error:") == 2
+
+
+def test_dagger_labels_the_states_its_own_deviations_reach() -> None:
+    """Round 0 follows the base; round 1 follows the learned deviations (margin 0, so some are
+    taken) and labels decisions after them, off the base's trajectory; a margin no prediction
+    passes plays exactly the base."""
+    env = learnability.OrderingEnv(
+        max_jobs=32,
+        scenario="default",
+        overrides={"workload.synthetic.num_jobs": "20", "workload.load": "1.6"},
+        **dict.fromkeys(("placement", "scaling", "reclaim", "preemption"), "fifo"),
+    )
+    (first, predict, scale), (second, _, _) = dagger.rounds(
+        env, "fifo", [[1, 3], [5, 7]], 2, "avg_jct_s", True, [0.0], 0, 5
+    )
+    assert first and not any(d.off for d in first) and scale > 0
+    assert any(d.off for d in second) and {d.episode for d in second} == {2, 3}
+    assert all(d.advantages[0] == 0.0 for d in second)
+    base, _ = dagger.closed_loop(env, "fifo", [1, 3], 2, "avg_jct_s", None)
+    never, deviating = dagger.closed_loop(env, "fifo", [1, 3], 2, "avg_jct_s", dagger.ln.deviation(predict, 1e9))
+    assert never == base and deviating == 0.0
+    _, deviating = dagger.closed_loop(env, "fifo", [1, 3], 2, "avg_jct_s", dagger.ln.deviation(predict, 0.0))
+    assert deviating > 0.0
+
+
+def test_dagger_refuses_bad_arguments_with_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert dagger.main(["--task", "nope"]) == 2
+    assert dagger.main(["--rounds", "0"]) == 2
+    assert dagger.main(["--margins", "1,x"]) == 2
+    assert dagger.main(["--seed", "9990"]) == 2  # 12 episodes from 9990 leave the training seeds
+    err = capsys.readouterr().err
+    assert err.count("error:") == 4 and "training seeds 0-9999" in err
