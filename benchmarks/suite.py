@@ -70,7 +70,7 @@ def run_task(
     task: suite.BenchTask, seeds: Sequence[int], agents: Sequence[str], workers: int, backend: str
 ) -> tuple[list[Row], dict[str, dict[int, float]]]:
     policies = [*task.heuristics, *task.oracles, *agents]
-    plan = ev.plan(policies, [task.scenario], seeds, [smoke.sets(dict(task.sets))])
+    plan = ev.plan(policies, [task.scenario], seeds, [smoke.sets(dict(task.sets)) | dict(task.policy_sets)])
     results = ev.execute(plan, backend=backend, workers=smoke.count(workers, smoke.WORKERS))
     per_seed: dict[str, dict[int, float]] = {}
     for r in results:
@@ -140,6 +140,13 @@ def _fmt(x: float | None, metric: str) -> str:
     return f"{x:,.3f}" if abs(x) < 10 else f"{x:,.0f}"
 
 
+def _settings(task: suite.BenchTask) -> str:
+    """The sentence naming the task's heuristic settings (empty if none)."""
+    if not task.policy_sets:
+        return ""
+    return " Heuristic settings tuned to the task: " + ", ".join(f"`{k}={v}`" for k, v in task.policy_sets) + "."
+
+
 def render(task: suite.BenchTask, rows: Sequence[Row], seeds: Sequence[int]) -> list[str]:
     """The task's leaderboard as markdown lines."""
     better = "lower" if task.lower_is_better else "higher"
@@ -148,7 +155,7 @@ def render(task: suite.BenchTask, rows: Sequence[Row], seeds: Sequence[int]) -> 
     lines = [
         f"### {task.name}: {task.scenario}, information {task.information}, {task.metric} ({better} is better)",
         "",
-        f"{task.why} Seeds {seeds[0]}-{seeds[-1]} ({len(seeds)}); best realistic heuristic: "
+        f"{task.why}{_settings(task)} Seeds {seeds[0]}-{seeds[-1]} ({len(seeds)}); best realistic heuristic: "
         f"{best.policy if best else '-'}; oracle headroom over it: {'-' if room is None else f'{100 * room:.1f}%'}.",
         "",
         "| policy | kind | mean | 95% CI | vs best heuristic (paired) |",

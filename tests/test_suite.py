@@ -10,11 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from agents import smoke
 from agents import tasks as suite
 from envs import lookahead
 from envs.core import Components, CoreConfig
 from envs.sim import scenarios
 from envs.sim.config import ConfigError
+from envs.sim.metrics import summarize
 from heuristics import registry
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,6 +37,10 @@ def test_every_task_builds_and_its_policies_may_run_at_its_level(task: suite.Ben
         assert not registry.entry(name).oracle, name
     for name in task.oracles:
         assert registry.entry(name).oracle, name
+    for key, value in task.policy_sets:  # a heuristic of the task, and a field it takes
+        name, _, field = key.partition(".")
+        assert name in task.heuristics, key
+        registry.make(name, {field: value})
     assert task.metric in __import__("envs.sim.metrics", fromlist=["METRICS"]).METRICS
     # the seed ranges never overlap: test seeds are never trained or evaluated on
     ranges = (task.train_seeds, task.eval_seeds, task.test_seeds)
@@ -80,6 +86,13 @@ def test_suite_prints_and_writes_a_leaderboard(tmp_path: Path, capsys: pytest.Ca
     best = min(means[p] for p in task.heuristics)
     assert doc[0]["headroom"] == pytest.approx((best - min(means[p] for p in task.oracles)) / best)
     assert "best realistic heuristic" in md.read_text() and "| oracle-sjf | oracle |" in capsys.readouterr().out
+    # tiresias runs with the task's tuned thresholds, not the registered ones
+    assert "`tiresias.thresholds_gpu_h=50`" in md.read_text()
+    tiresias = next(r for r in doc[0]["rows"] if r["policy"] == "tiresias")["per_seed"]["0"]
+    scenario = scenarios.get(task.scenario, smoke.sets(dict(task.sets)))
+    tuned = scenarios.simulate(scenario, registry.make("tiresias", {"thresholds_gpu_h": "50"}), 0)
+    registered = scenarios.simulate(scenario, registry.make("tiresias"), 0)
+    assert tiresias == summarize(tuned)[task.metric] != summarize(registered)[task.metric]
 
 
 def test_suite_refuses_an_unknown_task_with_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
