@@ -118,9 +118,11 @@ def add_sampling_arguments(p: argparse.ArgumentParser, repeat: int, processes: i
 
 
 def sampled(p: argparse.ArgumentParser, args: argparse.Namespace, measure: Callable[[], Samples]) -> Samples | None:
-    """The pooled samples; None in a child process, which has printed its own (``--samples``)."""
-    if args.repeat < 1 or args.processes < 1:
-        p.error(f"--repeat and --processes must be at least 1, got {args.repeat} and {args.processes}")
+    """The pooled samples; None in a child process, which has printed its own (``--samples``).
+    ``args.steps`` and the sampling arguments must be positive (else the usage error, exit 2)."""
+    for flag in ("steps", "repeat", "processes"):
+        if getattr(args, flag) < 1:
+            p.error(f"--{flag} must be at least 1, got {getattr(args, flag)}")
     samples = in_processes(sys.argv, args.processes, measure)
     if args.samples:
         print(json.dumps(samples))

@@ -105,6 +105,8 @@ def main() -> int:
     add_sampling_arguments(p, repeat=2, processes=2)
     p.add_argument("--check", action="store_true", help="exit with status 1 if a ratio is below its target")
     args = p.parse_args()
+    if args.n_envs < 1:
+        p.error(f"--n-envs must be at least 1, got {args.n_envs}")
     th.set_num_threads(1)
     c = TrainConfig()  # train.py's env: its components and job slots
 

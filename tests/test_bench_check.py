@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -44,3 +47,16 @@ def test_check_passes_when_every_ratio_holds(capsys: pytest.CaptureFixture[str])
     rows = [Row("toy", 1000.0, 1.0), Row("ordering", 60.0, 0.06, 0.05)]
     assert report(rows, "steps/s", check=True) == 0
     assert "check failed" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("script", "flag"),
+    [("env_speed.py", "--steps=0"), ("env_speed.py", "--processes=0"), ("train_speed.py", "--n-envs=0")],
+)
+def test_a_bad_size_is_one_usage_line_on_exit_2(script: str, flag: str) -> None:
+    root = Path(__file__).resolve().parent.parent
+    p = subprocess.run(
+        [sys.executable, str(root / "benchmarks" / script), flag], capture_output=True, text=True, timeout=120
+    )
+    name = flag.split("=")[0]
+    assert p.returncode == 2 and f"error: {name} must be at least 1" in p.stderr and "Traceback" not in p.stderr
