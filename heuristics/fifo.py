@@ -65,21 +65,30 @@ class QueueOrdering:
         self._queue = SortedQueue(self.key)
         self._ranked = RankedQueue()
 
+    def take_in(self, view: ClusterView) -> None:
+        """Key the jobs that entered the queue since the last call (``rank`` does it first; a
+        caller whose keys change over time calls it at every decision point, so that a job's key
+        is that of the decision point it entered before, whoever ranks)."""
+        if self.blocking:
+            self._queue.sync(view)
+            return
+        new, self._cursor = view.entered_since(self._cursor)
+        specs = [view.job(job) for job in new if view.status_of(job) == _PENDING]
+        gpus = self.gpus
+        self._ranked.extend((s.job_id, self.key(view, s.job_id), (gpus(s), s.gpu_types)) for s in specs)
+
     def rank(self, view: ClusterView) -> Iterator[int]:
         if not self.blocking:
             yield from self._backfill(view)
             return
-        self._queue.sync(view)
+        self.take_in(view)
         for job in self._queue.walk(view):
             if free_gpus(view, self.pools) == 0:
                 return
             yield job
 
     def _backfill(self, view: ClusterView) -> Iterator[int]:
-        new, self._cursor = view.entered_since(self._cursor)
-        specs = [view.job(job) for job in new if view.status_of(job) == _PENDING]
-        gpus = self.gpus
-        self._ranked.extend((s.job_id, self.key(view, s.job_id), (gpus(s), s.gpu_types)) for s in specs)
+        self.take_in(view)
         room = Room(view)
         for key in self._ranked.walk(room.fits):
             job = int(key[-1])

@@ -33,7 +33,7 @@ def template_of(spec: JobSpec) -> str:
     return spec.template or f"{spec.model}/{spec.num_gpus}"
 
 
-class _Window:
+class MedianWindow:
     """The last ``size`` values and the same values sorted (equal ones oldest first, as
     ``sorted`` leaves them), so the median is read off instead of sorted per finish: the very
     float :func:`statistics.median` gives (the middle value, or ``(a + b) / 2`` of the two middle
@@ -74,7 +74,7 @@ class DurationHistory:
 
     window: int = 20
     _cursor: int = 0
-    _by: dict[tuple[str, ...], _Window] = field(default_factory=dict)
+    _by: dict[tuple[str, ...], MedianWindow] = field(default_factory=dict)
     _median: dict[tuple[str, ...], float] = field(default_factory=dict)
 
     def sync(self, view: ClusterView) -> int:
@@ -87,7 +87,7 @@ class DurationHistory:
             for key in ((spec.user, template_of(spec)), (spec.user,), ()):
                 past = self._by.get(key)
                 if past is None:
-                    past = self._by[key] = _Window(self.window)
+                    past = self._by[key] = MedianWindow(self.window)
                 self._median[key] = past.add(work)
         return len(done)
 

@@ -30,6 +30,11 @@ from heuristics.registry import register
 _PENDING, _RUNNING = JobStatus.PENDING, JobStatus.RUNNING
 
 
+def revealed(view: ClusterView, job: int) -> float:
+    """A job's remaining run time as the run reveals it (``srtf``'s)."""
+    return view.remaining_work(job)
+
+
 @dataclass
 class ShortestRemainingFirst(QueueOrdering):
     """The ``ordering`` and ``preemption`` seats of ``srtf`` (see the module docstring): ``sjf``'s
@@ -42,19 +47,21 @@ class ShortestRemainingFirst(QueueOrdering):
     gpus: Callable[[JobSpec], int] = requested
     factor: float = 8.0
     elastic: str = "max"  # the placement's elastic starts (what a job that fits will take)
+    remaining: Callable[[ClusterView, int], float] = revealed  # what the preemption rule compares
     _waiting: dict[int, tuple[float, frozenset[str]]] = field(default_factory=dict, init=False, repr=False)
 
     def keeping(self, view: ClusterView) -> None:
         waiting = self._waiting
         for job in [j for j in waiting if view.status_of(j) != _PENDING]:
             del waiting[job]
+        self.take_in(view)  # (at every decision point: gittins' keys change with its history)
 
     def kept_from(self, view: ClusterView, job: int) -> bool:
         """Whether ``job`` would take GPUs kept for a shorter job (one it ranks behind)."""
         waiting = self._waiting
         if not waiting or job in waiting:
             return False
-        remaining, spec = view.remaining_work(job), view.job(job)
+        remaining, spec = self.remaining(view, job), view.job(job)
         return any(r < remaining and _shares(spec, t) for r, t in waiting.values())
 
     def preempt(self, view: ClusterView) -> Iterator[Action]:
@@ -66,14 +73,14 @@ class ShortestRemainingFirst(QueueOrdering):
             status, gpu_type, base, _ = view.allocation(job)
             if status != _RUNNING or gpu_type is None or any(view.servers[s].pool != Pool.TRAINING for s, _ in base):
                 continue
-            victims.setdefault(gpu_type, []).append((view.remaining_work(job), job, view.workers(job)))
+            victims.setdefault(gpu_type, []).append((self.remaining(view, job), job, view.workers(job)))
         if not victims:
             return
         for rows in victims.values():
             rows.sort(key=lambda r: (-r[0], r[1]))
         longest = max(rows[0][0] for rows in victims.values())
         free = {t: view.total_free(t, p) for t, p in view.pool_types() if p == Pool.TRAINING}
-        for remaining, job in sorted((view.remaining_work(j), j) for j in view.pending):
+        for remaining, job in sorted((self.remaining(view, j), j) for j in view.pending):
             if longest < self.factor * remaining:
                 return  # no running job is long enough for this one or any behind it
             spec = view.job(job)

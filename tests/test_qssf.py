@@ -84,12 +84,12 @@ def test_the_sorted_window_gives_statistics_median_bit_for_bit():
     import statistics
     from collections import deque
 
-    from heuristics.qssf import _Window
+    from heuristics.qssf import MedianWindow
 
     rng = random.Random(0)
     for _ in range(300):
         size = rng.randint(1, 12)
-        window, past = _Window(size), deque[float](maxlen=size)
+        window, past = MedianWindow(size), deque[float](maxlen=size)
         for _ in range(rng.randint(1, 40)):
             value = rng.choice([0.0, -0.0, 1.0, 3.0, 1e308, rng.uniform(0.0, 1e6), float(rng.randint(0, 5))])
             past.append(value)
