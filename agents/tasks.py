@@ -77,7 +77,7 @@ class BenchTask:
 
 
 _CLAIRVOYANT = ("fifo", "sjf", "srtf", "tiresias", "qssf", "aryl", "mlfs", "fitgpp")
-_BLIND = ("fifo", "tiresias", "qssf", "fitgpp")  # needs="none": they read no duration
+_BLIND = ("fifo", "tiresias", "qssf", "gittins", "fitgpp")  # needs="none": they read no duration
 _ORACLES = ("oracle-sjf", "oracle-srtf", "oracle-aryl", "oracle-speed", "oracle-sjf-speed", "oracle-mlfs-speed")
 
 
