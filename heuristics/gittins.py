@@ -28,10 +28,9 @@ from typing import Annotated
 
 from envs.sim.policy import ClusterView, ComposedScheduler
 from envs.sim.settings import Num
-from heuristics.common import PackConfig, PackPlacement
 from heuristics.qssf import MedianWindow
 from heuristics.registry import register
-from heuristics.srtf import ShortestRemainingFirst
+from heuristics.srtf import ShortestRemainingFirst, SrtfConfig, preemptive
 
 
 @dataclass
@@ -72,18 +71,13 @@ class GittinsCost:
 
 
 @dataclass(frozen=True)
-class GittinsConfig(PackConfig):
-    """Settings of ``gittins``.
+class GittinsConfig(SrtfConfig):
+    """Settings of ``gittins``: ``srtf``'s (``type_order``, ``elastic``, ``round_s``, ``factor``, a
+    running job preempted for a pending one only if it costs at least ``factor`` times as much:
+    2 was the best of 1.5, 2, 4 and no preemption on contention-none's training seeds 0-9), and
 
-    :param type_order: ``fastest`` or ``listed`` (``heuristics.common.TYPE_ORDERS``).
-    :param elastic: ``max`` or ``requested`` (``heuristics.common.ELASTIC_STARTS``).
-    :param round_s: seconds between two preemption rounds.
-    :param factor: a running job is preempted for a pending one only if it costs at least this
-        many times as much (2 was the best of 1.5, 2, 4 and no preemption on contention-none's
-        training seeds 0-9).
     :param window: finished jobs whose durations make the distribution."""
 
-    round_s: Annotated[float, Num(ge=1)] = 900.0
     factor: Annotated[float, Num(gt=1)] = 2.0
     window: Annotated[int, Num(ge=1)] = 200
 
@@ -92,13 +86,7 @@ def gittins(config: GittinsConfig | None = None) -> ComposedScheduler:
     c = config or GittinsConfig()
     index = GittinsCost(c.window)
     ordering = ShortestRemainingFirst(key=index.key, factor=c.factor, elastic=c.elastic, remaining=index.cost)
-    return ComposedScheduler(
-        "gittins",
-        ordering,
-        PackPlacement(type_order=c.type_order, elastic=c.elastic),
-        preemption=ordering,
-        round_s=c.round_s,
-    )
+    return preemptive("gittins", ordering, c)
 
 
 register("gittins", gittins, GittinsConfig, needs="none")

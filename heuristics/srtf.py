@@ -117,16 +117,20 @@ class SrtfConfig(PackConfig):
     factor: Annotated[float, Num(gt=1)] = 8.0
 
 
-def srtf(config: SrtfConfig | None = None) -> ComposedScheduler:
-    c = config or SrtfConfig()
-    ordering = ShortestRemainingFirst(factor=c.factor, elastic=c.elastic)
+def preemptive(name: str, ordering: ShortestRemainingFirst, c: SrtfConfig) -> ComposedScheduler:
+    """``ordering`` in the ordering and preemption seats, packed starts, a round every ``c.round_s``."""
     return ComposedScheduler(
-        "srtf",
+        name,
         ordering,
         PackPlacement(type_order=c.type_order, elastic=c.elastic),
         preemption=ordering,
         round_s=c.round_s,
     )
+
+
+def srtf(config: SrtfConfig | None = None) -> ComposedScheduler:
+    c = config or SrtfConfig()
+    return preemptive("srtf", ShortestRemainingFirst(factor=c.factor, elastic=c.elastic), c)
 
 
 register("srtf", srtf, SrtfConfig)
