@@ -98,11 +98,8 @@ _LONG_QUEUE = ("--set", "max_jobs=128")
 # hides durations has no deadlines.
 _NO_DEADLINES = ("workload.attributes.deadline_fraction", "0")
 # Tiresias' queue thresholds follow the workload (its paper sets them from the job distribution):
-# at load 3.0 on default's jobs, training seeds 0-19 (evaluate.py --set information.level=none
-# --set workload.load=3.0 --set workload.attributes.deadline_fraction=0 --seeds 0-19 --set
-# "tiresias.thresholds_gpu_h=1;10,10,20,30,50,100,10;100,30;300" --set tiresias.round_s=300,900)
-# give avg JCT 70,491 s at the registered (1, 10) GPU-hours, 45,520 at 10, 43,134 at 20, 43,007
-# at 30, 42,714 at 50 and 42,997 at 100 (round_s=900: within 0.8% of these); qssf 40,460
+# the registered (1, 10) GPU-hours preempt far too often at load 3.0 on default's jobs; 50 was the
+# best of a sweep on training seeds 0-19 (the command and its figures: commit 6e9fca0, README)
 _LOAD_3_TIRESIAS = (("tiresias.thresholds_gpu_h", "50"),)
 
 TASKS: dict[str, BenchTask] = {
