@@ -90,17 +90,18 @@ def _seats(name: str, *more: str) -> tuple[str, ...]:
 
 
 _STEPS = ("--total-steps", "60000")
-# at an offered load of 3.0 over a hundred jobs wait: 128 slots show them all (with 64, sjf's or
-# qssf's ranking in the agents' seat trails the heuristic itself, which sees the whole queue)
+# at offered loads of 3.0 and 4.0 over a hundred jobs wait: 128 slots show them all (with 64, a
+# heuristic's ranking in the agents' seat trails the heuristic itself, which sees the whole queue)
 _LONG_QUEUE = ("--set", "max_jobs=128")
 # default sets its deadlines at 1.1-3x the true duration after submission, which reveals the
 # duration better than a sigma-1 estimate does (benchmarks/headroom.py's R^2 line): a task that
 # hides durations has no deadlines.
 _NO_DEADLINES = ("workload.attributes.deadline_fraction", "0")
 # Tiresias' queue thresholds follow the workload (its paper sets them from the job distribution):
-# the registered (1, 10) GPU-hours preempt far too often at load 3.0 on default's jobs; 50 was the
-# best of a sweep on training seeds 0-19 (the command and its figures: commit 6e9fca0, README)
-_LOAD_3_TIRESIAS = (("tiresias.thresholds_gpu_h", "50"),)
+# the registered (1, 10) GPU-hours preempt far too often at loads 3.0 and 4.0 on default's jobs; 50
+# was the best of a sweep on training seeds 0-19 at both (the commands and figures: commit 6e9fca0
+# and the one that moved contention-none to 4.0, README)
+_LONG_QUEUE_TIRESIAS = (("tiresias.thresholds_gpu_h", "50"),)
 
 TASKS: dict[str, BenchTask] = {
     t.name: t
@@ -126,12 +127,12 @@ TASKS: dict[str, BenchTask] = {
             _CLAIRVOYANT,
             _ORACLES,
             "default with durations known only as log-normal estimates (sigma 1), what a real "
-            "cluster's user-given or predicted durations are, at contention-none's offered load of "
-            "3.0: at default's 0.9 the queues are short and the oracles' headroom over sjf was 3.7% "
-            "(8.4% at 3.0 on the evaluation seeds, 8.6% on seeds 0-19). No job has a deadline: "
-            "default's are set from the true duration, which would tell more than the estimate does.",
+            "cluster's user-given or predicted durations are, at an offered load of 3.0: at "
+            "default's 0.9 the queues are short and the oracles' headroom over sjf was 3.7% (8.4% "
+            "at 3.0 on the evaluation seeds, 8.6% on seeds 0-19). No job has a deadline: default's "
+            "are set from the true duration, which would tell more than the estimate does.",
             train=_seats("sjf", *_LONG_QUEUE, "--set", "reward_reference=sjf", "--set", "ent_coef=0", *_STEPS),
-            policy_sets=_LOAD_3_TIRESIAS,
+            policy_sets=_LONG_QUEUE_TIRESIAS,
         ),
         BenchTask(
             "cloud",
@@ -166,19 +167,19 @@ TASKS: dict[str, BenchTask] = {
         BenchTask(
             "contention-none",
             "default",
-            (("information.level", "none"), ("workload.load", "3.0"), _NO_DEADLINES),
+            (("information.level", "none"), ("workload.load", "4.0"), _NO_DEADLINES),
             "avg_jct_s",
             True,
             _BLIND,
             ("oracle-sjf", "oracle-srtf", "oracle-speed"),
-            "no duration information at an offered load of 3.0, so queues are long and the order "
+            "no duration information at an offered load of 4.0, so queues are long and the order "
             "matters: only attained service and the history of finished jobs are known. No job has a "
             "deadline: default's are set from the true duration, which would reveal it. The load is "
-            "the lowest of 1.6, 2.2, 2.6, 3.0, 3.5 and 4.0 whose headroom passed 16% both on the "
-            "evaluation seeds and on training seeds 0-39 (1.6: 14.3% and 12.2%, 2.6: 16.5% and "
-            "15.1%, 3.0: 18.6% and 16.9%).",
-            train=_seats("qssf", "--set", "max_jobs=64", *_STEPS),
-            policy_sets=_LOAD_3_TIRESIAS,
+            "the lowest of 3.0, 3.5, 4.0, 4.5 and 5.0 whose headroom over gittins, the best blind "
+            "heuristic, passed 16% both on the evaluation seeds and on training seeds 0-39 (3.0: "
+            "14.7% and 14.7%, 3.5: 15.4% and 15.2%, 4.0: 16.9% and 16.7%).",
+            train=_seats("gittins", *_LONG_QUEUE, *_STEPS),
+            policy_sets=_LONG_QUEUE_TIRESIAS,
         ),
         BenchTask(
             "trace-itp",

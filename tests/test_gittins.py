@@ -65,10 +65,10 @@ def test_no_finish_yet_costs_nothing_and_the_window_keeps_the_last() -> None:
 
 
 def test_it_runs_blind_and_preempts_on_contention_nones_setting() -> None:
-    """At information level none, load 3.0 (contention-none's), 80 jobs: every job finishes and
+    """At information level none, load 4.0 (contention-none's), 80 jobs: every job finishes and
     the rule preempts some (costly running jobs for cheap waiting ones)."""
     registry.check_information("gittins", "none")
-    sets = {"information.level": "none", "workload.load": "3.0", "workload.synthetic.num_jobs": "80"}
+    sets = {"information.level": "none", "workload.load": "4.0", "workload.synthetic.num_jobs": "80"}
     result = scenarios.simulate(scenarios.get("default", sets), registry.make("gittins"), 0)
     m = summarize(result)
     assert m["jobs_unfinished"] == 0 and m["preemptions"] > 0
