@@ -40,6 +40,9 @@ class GittinsCost:
     window: int = 200
     _history: MedianWindow = field(init=False, repr=False)
     _cursor: int = field(default=0, init=False, repr=False)
+    # per-GPU cost by attained work, until the next finish changes the distribution: most of a
+    # long queue has attained nothing, and a round asks again for every pending job
+    _known: dict[float, float] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._history = MedianWindow(self.window)
@@ -48,6 +51,8 @@ class GittinsCost:
         done, self._cursor = view.finished_since(self._cursor)
         for job in done:
             self._history.add(view.state(job).work_done)
+        if done:
+            self._known.clear()
 
     def cost(self, view: ClusterView, job: int) -> float:
         self._sync(view)
@@ -55,19 +60,29 @@ class GittinsCost:
         if not durations:
             return 0.0
         attained = view.state(job).work_done
-        tail = durations[bisect.bisect_right(durations, attained) :]
-        if not tail:
-            best = max(attained, 1.0)
-        else:
-            n, spent, best = len(tail), 0.0, float("inf")
-            for k, d in enumerate(tail, start=1):  # the quantum that ends at the k-th longer duration
-                q = d - attained
-                spent += q
-                best = min(best, (spent + (n - k) * q) / k)
+        best = self._known.get(attained)
+        if best is None:
+            best = self._known[attained] = _per_gpu(durations, attained)
         return best * view.job(job).num_gpus
 
     def key(self, view: ClusterView, job: int) -> tuple[float, ...]:
         return (self.cost(view, job), view.job(job).submit_time, job)
+
+
+def _per_gpu(durations: list[float], attained: float) -> float:
+    """The least expected work per completion over the quanta ending at ``durations`` (sorted)
+    longer than ``attained``; ``attained`` itself (at least 1 s) when none is longer."""
+    tail = durations[bisect.bisect_right(durations, attained) :]
+    if not tail:
+        return max(attained, 1.0)
+    n, spent, best = len(tail), 0.0, float("inf")
+    for k, d in enumerate(tail, start=1):  # the quantum that ends at the k-th longer duration
+        q = d - attained
+        spent += q
+        per = (spent + (n - k) * q) / k
+        if per < best:
+            best = per
+    return best
 
 
 @dataclass(frozen=True)
