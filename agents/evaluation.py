@@ -370,9 +370,14 @@ def _takes(name: str, overrides: Mapping[str, str]) -> bool:
 def _check_runnable(scenario: scenarios.Scenario, seed: int, non_lenders: Sequence[str]) -> None:
     """Raise the user's error if a job of ``seed`` can never run under some policy of the sweep:
     under all of them (``scenarios.build``'s sentence), or under those that never borrow (one
-    sentence naming the first). With ``workload.unrunnable=drop`` the tasks drop such jobs instead."""
+    sentence naming the first). With ``workload.unrunnable=drop`` the tasks drop such jobs instead,
+    and only a seed that leaves those policies nothing to run is refused (``scenarios.build``'s
+    sentence)."""
     built = scenarios.build(scenario, seed)
-    if not non_lenders or scenario.workload.unrunnable != "error":
+    if not non_lenders:
+        return
+    if scenario.workload.unrunnable != "error":
+        scenarios.build(scenario, seed, borrowing=False)
         return
     bad = unrunnable(built.jobs, built.servers, built.demand, borrowing=False)
     if bad:
