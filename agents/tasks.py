@@ -99,8 +99,8 @@ _LONG_QUEUE = ("--set", "max_jobs=128")
 _NO_DEADLINES = ("workload.attributes.deadline_fraction", "0")
 # Tiresias' queue thresholds follow the workload (its paper sets them from the job distribution):
 # the registered (1, 10) GPU-hours preempt far too often at loads 3.0 and 4.0 on default's jobs; 50
-# was the best of a sweep on training seeds 0-19 at both (the commands and figures: commit 6e9fca0
-# and the one that moved contention-none to 4.0, README)
+# was the best of a sweep on training seeds 0-19 at both (the commands and figures: commits 6e9fca0
+# and a66f02e, README)
 _LONG_QUEUE_TIRESIAS = (("tiresias.thresholds_gpu_h", "50"),)
 
 TASKS: dict[str, BenchTask] = {
