@@ -4,6 +4,7 @@ one seat at a time taken by something that sees the truth, on the same seeds.
 
     python benchmarks/headroom.py --task default [--base mlfs] [--seeds 200000-200009]
         [--set workload.synthetic.num_jobs=60] [--lookahead 4] [--searches ordering,gang|none]
+        [--sampled 8]
 
 Rows (each the mean of the task's metric over the seeds, and its change against the base):
 
@@ -23,6 +24,14 @@ Rows (each the mean of the task's metric over the seeds, and its change against 
   - ``preemption``: where the base starts nothing more, preempting one of the running jobs with
     the most true remaining work (it loses its work since its last checkpoint).
 
+- ``SEAT = sampled lookahead``, with ``--sampled K``: the same search made blind, so that it
+  measures what a policy could gain that does not see the truth. Each option is played on K
+  copies in which the work of every unfinished job, the arrival times of the jobs to come and
+  the speed fluctuations are drawn anew from what the run has seen (``envs.lookahead.redrawn``:
+  the work from the finished jobs' above what each has done, the arrivals at the rate so far),
+  and the base's choice gives way only to an option better on the K draws beyond doubt
+  (``envs.lookahead.best_sampled``). Preemption candidates are then the running jobs with the
+  most work done. It may lose to the base where the draws mislead it.
 - ``placement = oracle-speed``: the placement seat puts each job on the server where it runs
   fastest by the machines' true speed factors.
 - ``scaling = fifo``: FIFO's scaling component, which never rescales: elastic jobs keep their
@@ -45,13 +54,15 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agents import evaluation as ev
 from agents import smoke
 from agents import tasks as suite
 from envs.core import Components, Core, CoreConfig
-from envs.lookahead import Step, best, ordering_jobs, play, start, value
+from envs.lookahead import Step, best, best_sampled, ordering_jobs, play, start, value
 from envs.sim.config import ConfigError
 from envs.sim.policy import ClusterView, JobStatus, Start
 from heuristics.common import TRAINING_ONLY, pack
@@ -67,12 +78,16 @@ def _preempt(job: int) -> Step:
     return lambda core: core.preempt(job)
 
 
-def _ordering_options(core: Core, mine: int | None, visible: list[int], fits: list[bool], width: int) -> list[Step]:
+def _ordering_options(
+    core: Core, mine: int | None, visible: list[int], fits: list[bool], width: int, blind: bool = False
+) -> list[Step]:
     """The base's choice, the next ``width`` jobs that can start, and "advance" where allowed."""
     return [start(j) for j in ordering_jobs(core, mine, visible, fits, SLOTS, width)]
 
 
-def _gang_options(core: Core, mine: int | None, visible: list[int], fits: list[bool], width: int) -> list[Step]:
+def _gang_options(
+    core: Core, mine: int | None, visible: list[int], fits: list[bool], width: int, blind: bool = False
+) -> list[Step]:
     """The base's start, and the elastic job it starts at its min, middle and max size instead
     (packed on as few servers as possible, in the pools and type order of the base's placement)."""
     options = [start(mine)]
@@ -91,17 +106,24 @@ def _gang_options(core: Core, mine: int | None, visible: list[int], fits: list[b
     return options
 
 
-def _preemption_options(core: Core, mine: int | None, visible: list[int], fits: list[bool], width: int) -> list[Step]:
+def _preemption_options(
+    core: Core, mine: int | None, visible: list[int], fits: list[bool], width: int, blind: bool = False
+) -> list[Step]:
     """Where the base starts nothing more: also preempting one of the ``width`` running jobs with
-    the most true remaining work (its GPUs free at once; work since its last checkpoint is lost),
-    the base then going on at the same decision point. Jobs still checkpointing after a graceful
-    preemption of the base's are no candidates."""
+    the most true remaining work (``blind``: the most work done), its GPUs free at once and its
+    work since its last checkpoint lost, the base then going on at the same decision point. Jobs
+    still checkpointing after a graceful preemption of the base's are no candidates."""
     options = [start(mine)]
     if mine is not None or not visible:
         return options
-    truth = ClusterView(core.engine, oracle=True) if core.engine is not None else core.view
     running = [j for j in core.view.running if core.view.status_of(j) == JobStatus.RUNNING]  # not checkpointing
-    longest = sorted(running, key=lambda j: (-truth.remaining_work(j), j))[:width]
+    if blind:  # the longest running are the likeliest to run on
+        view = core.view
+        longer = [(-view.state(j).work_done, j) for j in running]
+    else:
+        truth = ClusterView(core.engine, oracle=True) if core.engine is not None else core.view
+        longer = [(-truth.remaining_work(j), j) for j in running]
+    longest = [j for _, j in sorted(longer)[:width]]
     options += [_preempt(j) for j in longest]
     return options
 
@@ -110,11 +132,21 @@ OPTIONS = {"ordering": _ordering_options, "gang": _gang_options, "preemption": _
 
 
 def lookahead(
-    config: CoreConfig, seed: int, base: str, width: int, metric: str, lower: bool, seat: str = "ordering"
+    config: CoreConfig,
+    seed: int,
+    base: str,
+    width: int,
+    metric: str,
+    lower: bool,
+    seat: str = "ordering",
+    samples: int = 0,
 ) -> float:
-    """The clairvoyant one-step lookahead over ``base`` in ``seat`` (module docstring): the
-    episode's metric. At every decision each option (the base's own first) is tried on a copy of
-    the whole simulation played to its end by the base; the best is taken."""
+    """The one-step lookahead over ``base`` in ``seat`` (module docstring): the episode's metric.
+    At every decision each option (the base's own first) is tried on a copy of the whole
+    simulation played to its end by the base; the best is taken. The copies are clairvoyant, or
+    with ``samples`` each option's score is the mean over that many copies whose hidden work is
+    redrawn (:func:`envs.lookahead.best_sampled`)."""
+    rng = np.random.default_rng(seed)
     core = _started(config, seed)
     ranking = core.heuristic(base).ordering
     while True:
@@ -125,8 +157,11 @@ def lookahead(
         if core.done:
             return value(core, metric)
         mine = core.expert_job(ranking, visible)
-        options = OPTIONS[seat](core, mine, visible, fits, width)
-        options[best(core, options, base, SLOTS, metric, lower)](core)
+        options = OPTIONS[seat](core, mine, visible, fits, width, samples > 0)
+        if samples:
+            options[best_sampled(core, options, base, SLOTS, metric, lower, rng, samples)](core)
+        else:
+            options[best(core, options, base, SLOTS, metric, lower)](core)
 
 
 def feature_r2(config: CoreConfig, seeds: Sequence[int]) -> tuple[float, float]:
@@ -176,6 +211,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=",".join(OPTIONS),
         help=f"seats searched by the (slow) lookahead, comma-separated, or none (default {','.join(OPTIONS)})",
     )
+    p.add_argument(
+        "--sampled",
+        type=int,
+        default=0,
+        metavar="K",
+        help="make the lookahead blind: score each option over K copies whose hidden work is redrawn "
+        "from finished jobs' (default 0: clairvoyant copies)",
+    )
     args = p.parse_args(argv)
     try:
         task = suite.get(args.task)
@@ -185,6 +228,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         components = Components(base, base, base, base)
         config = CoreConfig.from_kwargs(scenario=task.scenario, overrides=sets, components=components)
         config.validate()
+        if args.sampled < 0:
+            raise ConfigError(f"--sampled: expected a count >= 0, got {args.sampled}.")
         searches = [] if args.searches == "none" else args.searches.split(",")
         if unknown := [x for x in searches if x not in OPTIONS]:
             raise ConfigError(f"--searches: unknown seat '{unknown[0]}'; valid: {', '.join(OPTIONS)} or none.")
@@ -199,8 +244,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows: list[tuple[str, float]] = [("base", mean_of(config, base))]
     rows.append(("ordering = oracle-sjf", mean_of(dataclasses.replace(config, oracle=True), "oracle-sjf")))
     for seat in searches:
-        values = [lookahead(config, s, base, args.lookahead, metric, lower, seat) for s in seeds]
-        rows.append((f"{seat} = lookahead ({args.lookahead})", statistics.mean(values)))
+        values = [lookahead(config, s, base, args.lookahead, metric, lower, seat, args.sampled) for s in seeds]
+        kind = (
+            f"sampled lookahead ({args.lookahead}, {args.sampled})" if args.sampled else f"lookahead ({args.lookahead})"
+        )
+        rows.append((f"{seat} = {kind}", statistics.mean(values)))
     seats = (("placement = oracle-speed", "placement", "oracle-speed"), ("scaling = fifo", "scaling", "fifo"))
     for label, field, name in seats:
         cfg = dataclasses.replace(config, components=dataclasses.replace(components, **{field: name}))

@@ -12,9 +12,13 @@ of one simulation per option per decision.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Sequence
 
+import numpy as np
+
 from envs.core import REWARDS, Core
+from envs.sim.policy import JobStatus
 
 Step = Callable[[Core], None]
 """One decision applied to a core (start a job, advance, preempt...)."""
@@ -70,6 +74,77 @@ def best(core: Core, options: Sequence[Step], base: str, slots: int, metric: str
         step(trial)
         scores.append(sign * value(play(trial, base, slots), metric))
     return scores.index(min(scores))
+
+
+def redrawn(core: Core, rng: np.random.Generator, window: int = 200) -> Core | None:
+    """A copy of ``core`` in which what a run without duration information cannot see is drawn
+    anew (None before any job has finished):
+
+    - the work of every job not yet finished (those to come too), uniformly from the work of the
+      last ``window`` finished jobs above what it has done (the distribution gittins ranks by;
+      twice its work done where no finished job did more);
+    - the arrival times of the jobs to come, in their order, as a Poisson process at the rate of
+      the arrivals so far;
+    - the speed fluctuations, from ``rng``.
+
+    The copy still knows how many jobs are to come and their sizes."""
+    view = core.view
+    finished, _ = view.finished_since(0)
+    if not finished:
+        return None
+    ranked = sorted(view.state(j).work_done for j in finished[-window:])
+    works: dict[int, float] = {}
+    future: list[int] = []
+    for job in range(view.num_jobs):
+        status = view.status_of(job)
+        if status == JobStatus.DONE:
+            continue
+        if status == JobStatus.FUTURE:
+            future.append(job)
+        done = view.state(job).work_done
+        k = bisect.bisect_right(ranked, done)
+        works[job] = ranked[k + int(rng.integers(len(ranked) - k))] if k < len(ranked) else 2.0 * max(done, 1.0)
+    now = view.now
+    gap = now / (view.num_jobs - len(future))  # (a job has finished: some time has passed)
+    times = now + np.cumsum(rng.exponential(gap, len(future)))
+    trial = core.copy()
+    assert trial.engine is not None
+    trial.engine.redraw(works, rng.spawn(1)[0], dict(zip(future, times.tolist(), strict=True)))
+    return trial
+
+
+def best_sampled(
+    core: Core,
+    options: Sequence[Step],
+    base: str,
+    slots: int,
+    metric: str,
+    lower: bool,
+    rng: np.random.Generator,
+    samples: int,
+) -> int:
+    """:func:`best` without clairvoyance: each option is played on by ``base`` on ``samples``
+    copies whose hidden state is redrawn (:func:`redrawn`; every option on the same draws). An
+    option other than the first (the base's own) is taken only where it scores better than the
+    first on the draws beyond doubt (its mean paired difference more than twice its standard
+    error): the best such one by mean. The first before any job finished."""
+    if len(options) < 2:
+        return 0
+    sign = 1.0 if lower else -1.0
+    scores = np.zeros((samples, len(options)))
+    for s in range(samples):
+        draw = redrawn(core, rng)
+        if draw is None:
+            return 0
+        for i, step in enumerate(options):
+            trial = draw.copy()
+            step(trial)
+            scores[s, i] = sign * value(play(trial, base, slots), metric)
+    diff = scores[:, 1:] - scores[:, :1]
+    mean = diff.mean(axis=0)
+    error = diff.std(axis=0, ddof=1) / np.sqrt(samples) if samples > 1 else np.zeros_like(mean)
+    sure = np.flatnonzero(mean + 2.0 * error < 0.0)
+    return 0 if sure.size == 0 else int(sure[np.argmin(mean[sure])]) + 1
 
 
 def start(job: int | None) -> Step:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -117,6 +118,22 @@ def test_lookahead_is_never_worse_than_its_base(seat: str) -> None:
         assert ahead <= base + 1e-6
         gains.append(base - ahead)
     assert max(gains) > 0
+
+
+@pytest.mark.parametrize("seat", list(headroom.OPTIONS))
+def test_the_blind_lookahead_plays_every_seat_to_the_end(seat: str) -> None:
+    config = CoreConfig.from_kwargs(
+        scenario="default",
+        overrides={"workload.synthetic.num_jobs": "20", "workload.load": "3.0", "information.level": "none"},
+        components=Components("gittins", "gittins", "gittins", "gittins"),
+    )
+    blind = headroom.lookahead(config, 1, "gittins", 2, "avg_jct_s", lower=True, seat=seat, samples=2)
+    assert math.isfinite(blind) and blind > 0
+
+
+def test_headroom_refuses_a_negative_sample_count(capsys: pytest.CaptureFixture[str]) -> None:
+    assert headroom.main(["--task", "contention-none", "--sampled", "-1", "--searches", "none"]) == 2
+    assert capsys.readouterr().err == "error: --sampled: expected a count >= 0, got -1.\n"
 
 
 def test_feature_r2_sees_the_deadline_window_and_not_the_fields() -> None:

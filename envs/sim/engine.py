@@ -34,6 +34,7 @@ job"), so no gang is ever charged for, or sped up by, a mix of types.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import logging
 import math
@@ -483,6 +484,50 @@ class Engine:
                 self._advance(c.horizon_s)
         self.finished = True
         return False
+
+    def redraw(
+        self, works: dict[int, float], rng: np.random.Generator, arrivals: dict[int, float] | None = None
+    ) -> None:
+        """Give unfinished jobs new totals of work (``works``: job -> work, each above the work
+        it has done), jobs yet to arrive new submit times (``arrivals``: job -> time, none before
+        now), and the speed fluctuations a new stream: a guess at what a run that is not
+        clairvoyant cannot see, for a lookahead that samples it on a copy of the engine instead
+        of reading the truth. Each job's duration and speed phases scale with its work."""
+        specs = list(self.specs)
+        for idx, work in works.items():
+            j = self._jobs[idx]
+            if j.status == _DONE:
+                raise ValueError(f"job {idx} has finished: its work is known")
+            running = j.status == _RUNNING
+            if running:
+                self._settle(j)
+            if not work > j.work_done:
+                raise ValueError(f"job {idx} has done {j.work_done:g} of work, more than the {work:g} it is given")
+            scale = work / j.work
+            old = j.spec.duration
+            j.spec = specs[idx] = dataclasses.replace(j.spec, duration=old * scale)
+            if j.status != JobStatus.FUTURE:
+                self.in_system_w += 1.0 / j.spec.duration - 1.0 / old
+            j.work = work
+            j.bounds = [b * scale for b in j.bounds]
+            j.bounds[-1] = work
+            j.phase = _phase_of(j)
+            if running:
+                self._set_rate(j)
+                self._schedule_milestone(j)
+        if arrivals:
+            for idx, t in arrivals.items():
+                j = self._jobs[idx]
+                if j.status != JobStatus.FUTURE or t < self.now:
+                    raise ValueError(f"job {idx} cannot arrive at {t:g}: it has arrived, or that is past")
+                j.spec = specs[idx] = dataclasses.replace(j.spec, submit_time=t)
+            self._heap = [e for e in self._heap if not (e[1] == ARRIVAL and e[3] in arrivals)]
+            heapq.heapify(self._heap)
+            for idx, t in arrivals.items():
+                self._push(t, ARRIVAL, idx)
+        self.specs = tuple(specs)
+        self.rng_speed = rng
+        self.view.reread()
 
     def result(self) -> SimResult:
         """The raw result (call once ``next_decision`` has returned False)."""

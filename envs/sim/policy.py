@@ -251,24 +251,30 @@ class ClusterView:
         know = knowledge if knowledge is not None else Knowledge()
         self._level = "clairvoyant" if oracle else know.level
         self._factor = know.factor
-        specs = engine.specs
-        if self._level == "clairvoyant":
-            self._specs = specs
-        else:
-            self._specs = tuple(
-                dataclasses.replace(
-                    s,
-                    duration=s.duration * self._factor[i] if self._level == "estimate" else math.nan,
-                    speed_phases=(),
-                )
-                for i, s in enumerate(specs)
-            )
+        self._specs = self._shown(engine.specs)
         servers = engine.cluster.servers
         self._servers = (
             servers
             if oracle
             else tuple(s if s.speed_factor == 1.0 else dataclasses.replace(s, speed_factor=1.0) for s in servers)
         )
+
+    def _shown(self, specs: tuple[JobSpec, ...]) -> tuple[JobSpec, ...]:
+        """The specs as this view shows them (durations as its level reveals them)."""
+        if self._level == "clairvoyant":
+            return specs
+        return tuple(
+            dataclasses.replace(
+                s,
+                duration=s.duration * self._factor[i] if self._level == "estimate" else math.nan,
+                speed_phases=(),
+            )
+            for i, s in enumerate(specs)
+        )
+
+    def reread(self) -> None:
+        """Show the engine's specs again, after :meth:`Engine.redraw` changed some."""
+        self._specs = self._shown(self._e.specs)
 
     # --- what the run reveals
     @property
