@@ -24,11 +24,12 @@ Rows (each the mean of the task's metric over the seeds, and its change against 
   - ``preemption``: where the base starts nothing more, preempting one of the running jobs with
     the most true remaining work (it loses its work since its last checkpoint).
 
-- ``SEAT = sampled lookahead``, with ``--sampled K``: the same search made blind, so that it
-  measures what a policy could gain that does not see the truth. Each option is played on K
-  copies in which the work of every unfinished job, the arrival times of the jobs to come and
-  the speed fluctuations are drawn anew from what the run has seen (``envs.lookahead.redrawn``:
-  the work from the finished jobs' above what each has done, the arrivals at the rate so far),
+- ``SEAT = sampled lookahead``, with ``--sampled K``: the same search without foresight, so that
+  it measures what a policy could gain from what it sees. Each option is played on K copies in
+  which the arrival times of the jobs to come, the speed fluctuations and, at information
+  ``none``, the work of every unfinished job are drawn anew from what the run has seen
+  (``envs.lookahead.redrawn``: the arrivals at the rate so far, the work from the finished
+  jobs' above what each has done; not at ``estimate``),
   and the base's choice gives way only to an option better on the K draws beyond doubt
   (``envs.lookahead.best_sampled``). Preemption candidates are then the running jobs with the
   most work done. It may lose to the base where the draws mislead it.
@@ -230,6 +231,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         config.validate()
         if args.sampled < 0:
             raise ConfigError(f"--sampled: expected a count >= 0, got {args.sampled}.")
+        if args.sampled and _started(config, seeds[0]).view.information == "estimate":
+            raise ConfigError(
+                "--sampled: the blind lookahead draws hidden work at information none only, not from estimates."
+            )
         searches = [] if args.searches == "none" else args.searches.split(",")
         if unknown := [x for x in searches if x not in OPTIONS]:
             raise ConfigError(f"--searches: unknown seat '{unknown[0]}'; valid: {', '.join(OPTIONS)} or none.")

@@ -77,36 +77,37 @@ def best(core: Core, options: Sequence[Step], base: str, slots: int, metric: str
 
 
 def redrawn(core: Core, rng: np.random.Generator, window: int = 200) -> Core | None:
-    """A copy of ``core`` in which what a run without duration information cannot see is drawn
-    anew (None before any job has finished):
+    """A copy of ``core`` in which what the run's policies cannot see is drawn anew:
 
-    - the work of every job not yet finished (those to come too), uniformly from the work of the
-      last ``window`` finished jobs above what it has done (the distribution gittins ranks by;
-      twice its work done where no finished job did more);
+    - at information ``none``, the work of every job not yet finished (those to come too),
+      uniformly from the work of the last ``window`` finished jobs above what it has done (the
+      distribution gittins ranks by; twice its work done where no finished job did more);
     - the arrival times of the jobs to come, in their order, as a Poisson process at the rate of
       the arrivals so far;
     - the speed fluctuations, from ``rng``.
 
-    The copy still knows how many jobs are to come and their sizes."""
+    The copy still knows how many jobs are to come and their sizes. None where there is nothing
+    to draw from yet: no arrival (and at ``none``, no finish). At ``estimate`` it raises: the
+    true work given an estimate is not drawn here."""
     view = core.view
+    if view.information == "estimate":
+        raise ValueError("a blind lookahead draws the hidden work at information none only, not from estimates")
+    blind = view.information == "none"
     finished, _ = view.finished_since(0)
-    if not finished:
+    future = [j for j in range(view.num_jobs) if view.status_of(j) == JobStatus.FUTURE]
+    if len(future) == view.num_jobs or view.now <= 0.0 or (blind and not finished):
         return None
-    ranked = sorted(view.state(j).work_done for j in finished[-window:])
     works: dict[int, float] = {}
-    future: list[int] = []
-    for job in range(view.num_jobs):
-        status = view.status_of(job)
-        if status == JobStatus.DONE:
-            continue
-        if status == JobStatus.FUTURE:
-            future.append(job)
-        done = view.state(job).work_done
-        k = bisect.bisect_right(ranked, done)
-        works[job] = ranked[k + int(rng.integers(len(ranked) - k))] if k < len(ranked) else 2.0 * max(done, 1.0)
-    now = view.now
-    gap = now / (view.num_jobs - len(future))  # (a job has finished: some time has passed)
-    times = now + np.cumsum(rng.exponential(gap, len(future)))
+    if blind:
+        ranked = sorted(view.state(j).work_done for j in finished[-window:])
+        for job in range(view.num_jobs):
+            if view.status_of(job) == JobStatus.DONE:
+                continue
+            done = view.state(job).work_done
+            k = bisect.bisect_right(ranked, done)
+            works[job] = ranked[k + int(rng.integers(len(ranked) - k))] if k < len(ranked) else 2.0 * max(done, 1.0)
+    gap = view.now / (view.num_jobs - len(future))
+    times = view.now + np.cumsum(rng.exponential(gap, len(future)))
     trial = core.copy()
     assert trial.engine is not None
     trial.engine.redraw(works, rng.spawn(1)[0], dict(zip(future, times.tolist(), strict=True)))
@@ -123,11 +124,11 @@ def best_sampled(
     rng: np.random.Generator,
     samples: int,
 ) -> int:
-    """:func:`best` without clairvoyance: each option is played on by ``base`` on ``samples``
+    """:func:`best` without foresight: each option is played on by ``base`` on ``samples``
     copies whose hidden state is redrawn (:func:`redrawn`; every option on the same draws). An
     option other than the first (the base's own) is taken only where it scores better than the
     first on the draws beyond doubt (its mean paired difference more than twice its standard
-    error): the best such one by mean. The first before any job finished."""
+    error): the best such one by mean. The first where nothing can be drawn yet."""
     if len(options) < 2:
         return 0
     sign = 1.0 if lower else -1.0

@@ -5,6 +5,7 @@ such guesses cannot depend on the truth."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import numpy as np
 import pytest
@@ -19,6 +20,10 @@ CONFIG = CoreConfig.from_kwargs(
     components=Components("gittins", "gittins", "gittins", "gittins"),
 )
 SLOTS = 32
+
+
+def _at(level: str) -> CoreConfig:
+    return dataclasses.replace(CONFIG, overrides=(*CONFIG.overrides, ("information.level", level)))
 
 
 def _after_finishes(finishes: int, seed: int = 0) -> Core:
@@ -129,3 +134,29 @@ def test_the_blind_lookahead_chooses_the_same_whatever_the_hidden_work() -> None
     assert clairvoyant[0] != clairvoyant[1]
     blind = _picks((core, other), blind=True)
     assert blind[0] == blind[1]
+
+
+def test_where_durations_are_known_only_the_arrivals_are_redrawn() -> None:
+    """At ``clairvoyant`` the copy keeps every job's true work and redraws when the jobs to come
+    arrive (after now, in their order); at ``estimate`` it refuses."""
+    core = Core(_at("clairvoyant"))
+    core.reset(0)
+    while core.view.now <= 0.0 or not core.view.running:
+        visible, _ = core.next_choice(SLOTS)
+        job = core.expert_job(core.heuristic("gittins").ordering, visible)
+        core.advance() if job is None else core.start(job)
+    assert core.engine is not None
+    trial = lookahead.redrawn(core, np.random.default_rng(3))
+    assert trial is not None and trial.engine is not None
+    future = [j for j in range(core.num_jobs) if core.view.status_of(j) == JobStatus.FUTURE]
+    assert future
+    everyone = list(range(core.num_jobs))
+    assert _truth(trial, everyone) == _truth(core, everyone)
+    times = [trial.engine.specs[j].submit_time for j in future]
+    assert times == sorted(times) and times[0] >= core.view.now
+    assert times != [core.engine.specs[j].submit_time for j in future]
+    estimate = Core(_at("estimate"))
+    estimate.reset(0)
+    estimate.next_choice(SLOTS)
+    with pytest.raises(ValueError, match="information none only"):
+        lookahead.redrawn(estimate, np.random.default_rng(3))
