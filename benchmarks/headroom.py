@@ -29,7 +29,7 @@ Rows (each the mean of the task's metric over the seeds, and its change against 
   which the arrival times of the jobs to come, the speed fluctuations and, at information
   ``none``, the work of every unfinished job are drawn anew from what the run has seen
   (``envs.lookahead.redrawn``: the arrivals at the rate so far, the work from the finished
-  jobs' above what each has done; not at ``estimate``),
+  jobs' above what each has done; not at ``estimate``, nor on machines with latent speeds),
   and the base's choice gives way only to an option better on the K draws beyond doubt
   (``envs.lookahead.best_sampled``). Preemption candidates are then the running jobs with the
   most work done. It may lose to the base where the draws mislead it.
@@ -63,7 +63,7 @@ from agents import evaluation as ev
 from agents import smoke
 from agents import tasks as suite
 from envs.core import Components, Core, CoreConfig
-from envs.lookahead import Step, best, best_sampled, ordering_jobs, play, start, value
+from envs.lookahead import Step, best, best_sampled, check_blind, ordering_jobs, play, start, value
 from envs.sim.config import ConfigError
 from envs.sim.policy import ClusterView, JobStatus, Start
 from heuristics.common import TRAINING_ONLY, pack
@@ -231,10 +231,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         config.validate()
         if args.sampled < 0:
             raise ConfigError(f"--sampled: expected a count >= 0, got {args.sampled}.")
-        if args.sampled and _started(config, seeds[0]).view.information == "estimate":
-            raise ConfigError(
-                "--sampled: the blind lookahead draws hidden work at information none only, not from estimates."
-            )
+        if args.sampled:
+            try:
+                check_blind(_started(config, seeds[0]))
+            except ValueError as e:
+                raise ConfigError(f"--sampled: {e}.") from None
         searches = [] if args.searches == "none" else args.searches.split(",")
         if unknown := [x for x in searches if x not in OPTIONS]:
             raise ConfigError(f"--searches: unknown seat '{unknown[0]}'; valid: {', '.join(OPTIONS)} or none.")

@@ -76,6 +76,16 @@ def best(core: Core, options: Sequence[Step], base: str, slots: int, metric: str
     return scores.index(min(scores))
 
 
+def check_blind(core: Core) -> None:
+    """Raise ValueError where :func:`redrawn` cannot hide what the run's policies do not see:
+    durations known as estimates, or machines' latent speed factors."""
+    if core.view.information == "estimate":
+        raise ValueError("a blind lookahead draws the hidden work at information none only, not from estimates")
+    assert core.engine is not None
+    if any(server.speed_factor != 1.0 for server in core.engine.cluster.servers):
+        raise ValueError("a blind lookahead does not draw the machines' latent speeds, and this cluster has them")
+
+
 def redrawn(core: Core, rng: np.random.Generator, window: int = 200) -> Core | None:
     """A copy of ``core`` in which what the run's policies cannot see is drawn anew:
 
@@ -87,11 +97,10 @@ def redrawn(core: Core, rng: np.random.Generator, window: int = 200) -> Core | N
     - the speed fluctuations, from ``rng``.
 
     The copy still knows how many jobs are to come and their sizes. None where there is nothing
-    to draw from yet: no arrival (and at ``none``, no finish). At ``estimate`` it raises: the
-    true work given an estimate is not drawn here."""
+    to draw from yet: no arrival (and at ``none``, no finish). It raises where
+    :func:`check_blind` does."""
+    check_blind(core)
     view = core.view
-    if view.information == "estimate":
-        raise ValueError("a blind lookahead draws the hidden work at information none only, not from estimates")
     blind = view.information == "none"
     finished, _ = view.finished_since(0)
     future = [j for j in range(view.num_jobs) if view.status_of(j) == JobStatus.FUTURE]

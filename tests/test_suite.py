@@ -131,9 +131,23 @@ def test_the_blind_lookahead_plays_every_seat_to_the_end(seat: str) -> None:
     assert math.isfinite(blind) and blind > 0
 
 
-def test_headroom_refuses_a_negative_sample_count(capsys: pytest.CaptureFixture[str]) -> None:
-    assert headroom.main(["--task", "contention-none", "--sampled", "-1", "--searches", "none"]) == 2
-    assert capsys.readouterr().err == "error: --sampled: expected a count >= 0, got -1.\n"
+@pytest.mark.parametrize(
+    ("task", "count", "error"),
+    [
+        ("contention-none", "-1", "expected a count >= 0, got -1"),
+        (
+            "default-estimate",
+            "2",
+            "a blind lookahead draws the hidden work at information none only, not from estimates",
+        ),
+        ("cloud", "2", "a blind lookahead does not draw the machines' latent speeds, and this cluster has them"),
+    ],
+)
+def test_headroom_refuses_a_blind_lookahead_it_cannot_make(
+    task: str, count: str, error: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert headroom.main(["--task", task, "--sampled", count, "--searches", "none"]) == 2
+    assert capsys.readouterr().err == f"error: --sampled: {error}.\n"
 
 
 def test_feature_r2_sees_the_deadline_window_and_not_the_fields() -> None:
