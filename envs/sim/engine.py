@@ -502,7 +502,7 @@ class Engine:
             if running:
                 self._settle(j)
             if not work > j.work_done:
-                raise ValueError(f"job {idx} has done {j.work_done:g} of work, more than the {work:g} it is given")
+                raise ValueError(f"job {idx} has done {j.work_done:g} of work, not less than the {work:g} it is given")
             scale = work / j.work
             old = j.spec.duration
             j.spec = specs[idx] = dataclasses.replace(j.spec, duration=old * scale)
