@@ -89,9 +89,10 @@ def check_blind(core: Core) -> None:
 def redrawn(core: Core, rng: np.random.Generator, window: int = 200) -> Core | None:
     """A copy of ``core`` in which what the run's policies cannot see is drawn anew:
 
-    - at information ``none``, the work of every job not yet finished (those to come too),
-      uniformly from the work of the last ``window`` finished jobs above what it has done (the
-      distribution gittins ranks by; twice its work done where no finished job did more);
+    - the work of the jobs to come, uniformly from that of the last ``window`` arrived jobs;
+      at information ``none``, that of every job not yet finished, uniformly from the work of
+      the last ``window`` finished jobs above what it has done (the distribution gittins ranks
+      by; twice its work done where no finished job did more);
     - the arrival times of the jobs to come, in their order, as a Poisson process at the rate of
       the arrivals so far;
     - the speed fluctuations, from ``rng``.
@@ -106,15 +107,18 @@ def redrawn(core: Core, rng: np.random.Generator, window: int = 200) -> Core | N
     future = [j for j in range(view.num_jobs) if view.status_of(j) == JobStatus.FUTURE]
     if len(future) == view.num_jobs or view.now <= 0.0 or (blind and not finished):
         return None
-    works: dict[int, float] = {}
     if blind:
+        unknown = [j for j in range(view.num_jobs) if view.status_of(j) != JobStatus.DONE]
         ranked = sorted(view.state(j).work_done for j in finished[-window:])
-        for job in range(view.num_jobs):
-            if view.status_of(job) == JobStatus.DONE:
-                continue
-            done = view.state(job).work_done
-            k = bisect.bisect_right(ranked, done)
-            works[job] = ranked[k + int(rng.integers(len(ranked) - k))] if k < len(ranked) else 2.0 * max(done, 1.0)
+    else:  # the jobs to come, from the work of the last ``window`` arrived
+        unknown = future
+        arrived = [j for j in range(view.num_jobs) if view.status_of(j) != JobStatus.FUTURE]
+        ranked = sorted(view.state(j).work_total for j in arrived[-window:])
+    works: dict[int, float] = {}
+    for job in unknown:
+        done = view.state(job).work_done
+        k = bisect.bisect_right(ranked, done)
+        works[job] = ranked[k + int(rng.integers(len(ranked) - k))] if k < len(ranked) else 2.0 * max(done, 1.0)
     gap = view.now / (view.num_jobs - len(future))
     times = view.now + np.cumsum(rng.exponential(gap, len(future)))
     trial = core.copy()

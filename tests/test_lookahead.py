@@ -136,9 +136,10 @@ def test_the_blind_lookahead_chooses_the_same_whatever_the_hidden_work() -> None
     assert blind[0] == blind[1]
 
 
-def test_where_durations_are_known_only_the_arrivals_are_redrawn() -> None:
-    """At ``clairvoyant`` the copy keeps every job's true work and redraws when the jobs to come
-    arrive (after now, in their order); at ``estimate`` it refuses."""
+def test_where_durations_are_known_only_the_jobs_to_come_are_redrawn() -> None:
+    """At ``clairvoyant`` the copy keeps the true work of every job that has arrived and redraws
+    the jobs to come: their work from the arrived jobs', and when they arrive (after now, in
+    their order); at ``estimate`` it refuses."""
     core = Core(_at("clairvoyant"))
     core.reset(0)
     while core.view.now <= 0.0 or not core.view.running:
@@ -150,8 +151,11 @@ def test_where_durations_are_known_only_the_arrivals_are_redrawn() -> None:
     assert trial is not None and trial.engine is not None
     future = [j for j in range(core.num_jobs) if core.view.status_of(j) == JobStatus.FUTURE]
     assert future
-    everyone = list(range(core.num_jobs))
-    assert _truth(trial, everyone) == _truth(core, everyone)
+    arrived = [j for j in range(core.num_jobs) if j not in future]
+    assert _truth(trial, arrived) == _truth(core, arrived)
+    drawn = _truth(trial, future)
+    assert set(drawn.values()) <= set(_truth(core, arrived).values())
+    assert drawn != _truth(core, future)
     times = [trial.engine.specs[j].submit_time for j in future]
     assert times == sorted(times) and times[0] >= core.view.now
     assert times != [core.engine.specs[j].submit_time for j in future]
