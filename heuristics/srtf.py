@@ -12,6 +12,11 @@ the work since the last periodic checkpoint is lost, and the restart is paid aga
 It reads durations as the run reveals them: true ones at ``clairvoyant``, estimates at
 ``estimate``. ``oracle-srtf`` is the same policy with the truth at every level: the preemption
 seat's and the ordering seat's headroom together where durations are hidden.
+
+``srsf`` is Tiresias' other clairvoyant reference, shortest remaining *service* first: the same
+policy with a job's remaining run time times its requested GPUs in place of its remaining run
+time, in the ranking and in the preemption rule alike (so a wide job counts as long as its GPUs
+make it). ``oracle-srsf`` sees the truth at every level.
 """
 
 from __future__ import annotations
@@ -33,6 +38,16 @@ _PENDING, _RUNNING = JobStatus.PENDING, JobStatus.RUNNING
 def revealed(view: ClusterView, job: int) -> float:
     """A job's remaining run time as the run reveals it (``srtf``'s)."""
     return view.remaining_work(job)
+
+
+def service(view: ClusterView, job: int) -> float:
+    """A job's remaining GPU-service as the run reveals it: remaining run time x requested GPUs
+    (``srsf``'s)."""
+    return view.remaining_work(job) * view.job(job).num_gpus
+
+
+def by_service(view: ClusterView, job: int) -> tuple[float, ...]:
+    return (service(view, job), view.job(job).submit_time, job)
 
 
 @dataclass
@@ -105,13 +120,13 @@ def _shares(spec: JobSpec, types: frozenset[str]) -> bool:
 
 @dataclass(frozen=True)
 class SrtfConfig(PackConfig):
-    """Settings of ``srtf`` and ``oracle-srtf``.
+    """Settings of ``srtf``, ``srsf`` and their oracles.
 
     :param type_order: ``fastest`` or ``listed`` (``heuristics.common.TYPE_ORDERS``).
     :param elastic: ``max`` or ``requested`` (``heuristics.common.ELASTIC_STARTS``).
     :param round_s: seconds between two preemption rounds.
-    :param factor: a running job is preempted for a pending one only if its remaining run time is
-        at least this many times the pending job's."""
+    :param factor: a running job is preempted for a pending one only if its remaining run time
+        (``srsf``: GPU-service) is at least this many times the pending job's."""
 
     round_s: Annotated[float, Num(ge=1)] = 900.0
     factor: Annotated[float, Num(gt=1)] = 8.0
@@ -133,5 +148,14 @@ def srtf(config: SrtfConfig | None = None) -> ComposedScheduler:
     return preemptive("srtf", ShortestRemainingFirst(factor=c.factor, elastic=c.elastic), c)
 
 
+def srsf(config: SrtfConfig | None = None) -> ComposedScheduler:
+    c = config or SrtfConfig()
+    return preemptive(
+        "srsf", ShortestRemainingFirst(key=by_service, factor=c.factor, elastic=c.elastic, remaining=service), c
+    )
+
+
 register("srtf", srtf, SrtfConfig)
 register("oracle-srtf", srtf, SrtfConfig, oracle=True)
+register("srsf", srsf, SrtfConfig)
+register("oracle-srsf", srsf, SrtfConfig, oracle=True)

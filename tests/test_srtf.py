@@ -11,7 +11,7 @@ from envs.sim.config import ConfigError
 from envs.sim.engine import Engine, SimConfig
 from envs.sim.model import V100, JobSpec, Pool, ServerSpec
 from heuristics.registry import check_information, entry, make
-from heuristics.srtf import SrtfConfig, srtf
+from heuristics.srtf import SrtfConfig, srsf, srtf
 
 NO_OVERHEAD = SimConfig(restart_base_s=0.0, restart_per_gpu_s=0.0, checkpoint_interval_s=0.0, sample_s=0.0)
 
@@ -27,8 +27,8 @@ def job(i: int, submit: float, duration: float, gpus: int, grace: float = 0.0) -
     return JobSpec(i, f"j{i}", submit, duration, gpus, gpus, gpus, "m", grace_period=grace)
 
 
-def run(jobs: list[JobSpec], **settings: float):
-    policy = srtf(SrtfConfig(**settings))  # type: ignore[arg-type]
+def run(jobs: list[JobSpec], factory=srtf, **settings: float):
+    policy = factory(SrtfConfig(**settings))  # type: ignore[arg-type]
     srv = [ServerSpec(0, V100, 8, Pool.TRAINING)]
     return Engine(srv, jobs, policy, Linear(), None, NO_OVERHEAD, log=True).run()  # type: ignore[arg-type]
 
@@ -72,9 +72,30 @@ def test_the_gpus_freed_for_a_job_wait_for_it_while_the_other_victims_checkpoint
     assert len(events(r, "finish")) == 3
 
 
+def test_srsf_ranks_by_remaining_gpu_service_where_srtf_ranks_by_time():
+    # j0 holds the server until 500 s; j1 (1,000 s on 8 GPUs: 8,000 GPU-s) and j2 (2,000 s on 2
+    # GPUs: 4,000 GPU-s) wait. srtf starts the shorter j1 first, srsf the smaller service j2,
+    # and backfills nothing beside it (j1 needs the whole server)
+    jobs = [job(0, 0.0, 500.0, 8), job(1, 10.0, 1_000.0, 8), job(2, 20.0, 2_000.0, 2)]
+    assert events(run(jobs), "start")[1:] == [(500.0, "start", 1), (1_500.0, "start", 2)]
+    assert events(run(jobs, srsf), "start")[1:] == [(500.0, "start", 2), (2_500.0, "start", 1)]
+
+
+def test_srsf_preempts_by_service():
+    # j0 runs 100,000 s on 2 GPUs; j1 needs all 8 GPUs for 10,000 s (80,000 GPU-s). At the round
+    # (900 s) j0 has 99,100 s left, 198,200 GPU-s: srtf preempts it (99,100 >= 8 x 10,000 s), srsf
+    # does not (198,200 < 8 x 80,000 GPU-s), and with a factor of 2 it does (>= 160,000)
+    jobs = [job(0, 0.0, 100_000.0, 2, grace=100.0), job(1, 10.0, 10_000.0, 8)]
+    assert events(run(jobs, factor=8.0), "preempt") == [(900.0, "preempt", 0)]
+    assert not events(run(jobs, srsf, factor=8.0), "preempt")
+    assert events(run(jobs, srsf, factor=2.0), "preempt") == [(900.0, "preempt", 0)]
+
+
 def test_registered_as_a_duration_policy_and_an_oracle():
     assert entry("srtf").needs == "estimate" and not entry("srtf").oracle
     assert entry("oracle-srtf").oracle and make("oracle-srtf").oracle  # type: ignore[attr-defined]
+    assert entry("srsf").needs == "estimate" and not entry("srsf").oracle
+    assert entry("oracle-srsf").oracle and make("oracle-srsf").oracle  # type: ignore[attr-defined]
     with pytest.raises(ConfigError, match="srtf"):
         check_information("srtf", "none")
     check_information("oracle-srtf", "none")
