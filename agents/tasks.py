@@ -106,14 +106,11 @@ _LONG_QUEUE_TIRESIAS = (("tiresias.thresholds_gpu_h", "50"),)
 # factors 1.5, 2, 3, 4 and rounds of 300, 900, 1800 s on training seeds 0-19 was a round of 1800 s
 # (it still beat 900 s on seeds 20-59; the command and figures: commit 62473c2, README)
 _LOAD_4_GITTINS = (("gittins.round_s", "1800"),)
-# srsf (Tiresias' shortest remaining service first) beat srtf on default's avg JCT by 3.9% on seeds
-# 20-59 and 3.1% on the evaluation seeds; of its factors 2, 4, 8, 16, 32 and rounds of 300 and
-# 900 s on training seeds 0-19, 2 and 300 s were the best (16,260 s against 16,761 s at srtf's
-# 8 and 900 s; 16,760 against 16,971 s on seeds 20-59). It is no task's best heuristic elsewhere
-# (default-estimate: 37,793 s against sjf's 36,621; cloud: 15,666 against sjf's 15,534;
-# deadline: 0.806 of deadlines met against mlfs-hopeless's 0.941, on the test seeds), so only
-# default lists it (commands and figures: README).
-_SRSF = (("srsf.factor", "2"), ("srsf.round_s", "300"))
+# srsf (Tiresias' shortest remaining service first, with its settings chosen on default's
+# training seeds) beat srtf on default's avg JCT on seeds 20-59 and the evaluation seeds; it is no
+# task's best heuristic elsewhere (default-estimate: 37,793 s against sjf's 36,621; cloud: 15,666
+# against sjf's 15,534; deadline: 0.806 of deadlines met against mlfs-hopeless's 0.941, on the test
+# seeds), so only default lists it (commands and figures: commit 06193ec, README)
 
 TASKS: dict[str, BenchTask] = {
     t.name: t
@@ -128,8 +125,7 @@ TASKS: dict[str, BenchTask] = {
             _ORACLES,
             "train.py's default scenario with true durations: the heuristics see what the oracles "
             "see, so the headroom is in the decisions, not in information.",
-            train=_seats("srtf", *_STEPS),
-            policy_sets=_SRSF,
+            train=_seats("srsf", *_STEPS),
         ),
         BenchTask(
             "default-estimate",
