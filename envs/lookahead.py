@@ -104,15 +104,16 @@ def redrawn(core: Core, rng: np.random.Generator, window: int = 200) -> Core | N
     view = core.view
     blind = view.information == "none"
     finished, _ = view.finished_since(0)
-    future = [j for j in range(view.num_jobs) if view.status_of(j) == JobStatus.FUTURE]
+    status = [view.status_of(j) for j in range(view.num_jobs)]
+    future = [j for j, s in enumerate(status) if s == JobStatus.FUTURE]
     if len(future) == view.num_jobs or view.now <= 0.0 or (blind and not finished):
         return None
     if blind:
-        unknown = [j for j in range(view.num_jobs) if view.status_of(j) != JobStatus.DONE]
+        unknown = [j for j, s in enumerate(status) if s != JobStatus.DONE]
         ranked = sorted(view.state(j).work_done for j in finished[-window:])
     else:  # the jobs to come, from the work of the last ``window`` arrived
         unknown = future
-        arrived = [j for j in range(view.num_jobs) if view.status_of(j) != JobStatus.FUTURE]
+        arrived = [j for j, s in enumerate(status) if s != JobStatus.FUTURE]
         ranked = sorted(view.state(j).work_total for j in arrived[-window:])
     works: dict[int, float] = {}
     for job in unknown:
