@@ -9,7 +9,8 @@ one seat at a time taken by something that sees the truth, on the same seeds.
 Rows (each the mean of the task's metric over the seeds, and its change against the base):
 
 - ``base``: the base heuristic's ordering in the ordering seat, its components in the others
-  (the agents' seats, run as in ``agents.partners.play_episode``).
+  (the agents' seats, run as in ``agents.partners.play_episode``). In every row the ordering seat
+  sees every waiting job (:func:`slots`), so the base is the heuristic as it runs alone.
 - ``ordering = oracle-sjf``: the ordering seat ranks by the true remaining time.
 - ``SEAT = lookahead``: a clairvoyant one-step lookahead in one seat (``--searches``). At every
   decision it tries the base's own choice and up to ``--lookahead`` others, each on a copy of
@@ -69,7 +70,12 @@ from envs.sim.config import ConfigError
 from envs.sim.policy import ClusterView, JobStatus, Start
 from heuristics.common import TRAINING_ONLY, pack
 
-SLOTS = 32
+
+def slots(core: Core) -> int:
+    """The ordering seat's slots in every row: the episode's every job, so the seat sees the whole
+    queue as the heuristic run alone does (with fewer, a long queue's tail is hidden from the base
+    in the seat, and every row is measured against a weaker base than the heuristic itself)."""
+    return core.view.num_jobs
 
 
 def _start_with(start: Start) -> Step:
@@ -84,7 +90,7 @@ def _ordering_options(
     core: Core, mine: int | None, visible: list[int], fits: list[bool], width: int, blind: bool = False
 ) -> list[Step]:
     """The base's choice, the next ``width`` jobs that can start, and "advance" where allowed."""
-    return [start(j) for j in ordering_jobs(core, mine, visible, fits, SLOTS, width)]
+    return [start(j) for j in ordering_jobs(core, mine, visible, fits, slots(core), width)]
 
 
 def _gang_options(
@@ -151,19 +157,20 @@ def lookahead(
     rng = np.random.default_rng(seed)
     core = _started(config, seed)
     ranking = core.heuristic(base).ordering
+    n = slots(core)
     while True:
         if seat == "preemption":  # also the decision points where nothing can start
-            visible, fits = core.choices(SLOTS) if not core.done else ([], [])
+            visible, fits = core.choices(n) if not core.done else ([], [])
         else:
-            visible, fits = core.next_choice(SLOTS)
+            visible, fits = core.next_choice(n)
         if core.done:
             return value(core, metric)
         mine = core.expert_job(ranking, visible)
         options = OPTIONS[seat](core, mine, visible, fits, width, samples > 0)
         if samples:
-            options[best_sampled(core, options, base, SLOTS, metric, lower, rng, samples)](core)
+            options[best_sampled(core, options, base, n, metric, lower, rng, samples)](core)
         else:
-            options[best(core, options, base, SLOTS, metric, lower)](core)
+            options[best(core, options, base, n, metric, lower)](core)
 
 
 def feature_r2(config: CoreConfig, seeds: Sequence[int]) -> tuple[float, float]:
@@ -246,7 +253,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     metric, lower = task.metric, task.lower_is_better
 
     def mean_of(cfg: CoreConfig, ordering: str) -> float:
-        return statistics.mean(value(play(_started(cfg, s), ordering, SLOTS), metric) for s in seeds)
+        cores = (_started(cfg, s) for s in seeds)
+        return statistics.mean(value(play(core, ordering, slots(core)), metric) for core in cores)
 
     rows: list[tuple[str, float]] = [("base", mean_of(config, base))]
     rows.append(("ordering = oracle-sjf", mean_of(dataclasses.replace(config, oracle=True), "oracle-sjf")))

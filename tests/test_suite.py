@@ -113,11 +113,24 @@ def test_lookahead_is_never_worse_than_its_base(seat: str) -> None:
     )
     gains = []
     for seed in (1, 3):
-        base = lookahead.value(lookahead.play(headroom._started(config, seed), "sjf", headroom.SLOTS), "avg_jct_s")
+        core = headroom._started(config, seed)
+        base = lookahead.value(lookahead.play(core, "sjf", headroom.slots(core)), "avg_jct_s")
         ahead = headroom.lookahead(config, seed, "sjf", 2, "avg_jct_s", lower=True, seat=seat)
         assert ahead <= base + 1e-6
         gains.append(base - ahead)
     assert max(gains) > 0
+
+
+def test_the_headroom_base_is_the_heuristic_as_it_runs_alone() -> None:
+    """Every row's ordering seat sees the whole queue: on a long queue (default's 300 jobs at load
+    3.0) the base in the seat scores what srtf scores run alone, where a 32-slot seat, which
+    hides the queue's tail from it, scores far worse there (a strawman of the heuristic)."""
+    sets = {"workload.load": "3.0"}
+    config = CoreConfig.from_kwargs(scenario="default", overrides=sets, components=Components(*["srtf"] * 4))
+    alone = summarize(scenarios.simulate(scenarios.get("default", sets), registry.make("srtf"), 100_000))["avg_jct_s"]
+    core = headroom._started(config, 100_000)
+    assert lookahead.value(lookahead.play(core, "srtf", headroom.slots(core)), "avg_jct_s") == alone
+    assert lookahead.value(lookahead.play(headroom._started(config, 100_000), "srtf", 32), "avg_jct_s") > 1.2 * alone
 
 
 @pytest.mark.parametrize("seat", list(headroom.OPTIONS))
