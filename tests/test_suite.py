@@ -252,14 +252,14 @@ def test_preemption_options_leave_out_jobs_still_checkpointing() -> None:
     )
     core = headroom._started(config, 1)
     while len(core.view.running) < 2 or not core.view.pending:
-        visible, _ = core.next_choice(headroom.SLOTS)
+        visible, _ = core.next_choice(headroom.slots(core))
         assert not core.done
         job = core.expert_job(core.heuristic("sjf").ordering, visible)
         core.advance() if job is None else core.start(job)
     first = sorted(core.view.running)[0]
     core.apply(Preempt(first, graceful=True))
     assert core.view.status_of(first) == JobStatus.PREEMPTING
-    visible, fits = core.choices(headroom.SLOTS)
+    visible, fits = core.choices(headroom.slots(core))
     options = headroom._preemption_options(core, None, visible, fits, 100)
     assert len(options) == len(core.view.running)  # the base's own, and each running job but the one checkpointing
     for step in options:
