@@ -94,7 +94,10 @@ def pack(
     Tries the pools in the given order and, within a pool, the GPU types the job allows in the
     order of ``type_order`` (:func:`types_for`; only ``gpu_type`` if given). One server if any
     fits (best fit: the fewest free GPUs that suffice, lowest id among equals); otherwise the
-    servers with the most free GPUs, the last one chosen by best fit for the remainder.
+    servers with the most free GPUs, the last one chosen by best fit for the remainder. With
+    ``fastest``, one server of any type the job allows comes before a spread over several of a
+    faster one (consolidated first: on ``cloud`` that costs each such job speed and still gives
+    the lower JCT, README); with ``listed``, the first type with room decides.
     ``exclude``: servers not to use. ``None`` if it does not fit.
     """
     for pool in pools:
@@ -102,13 +105,13 @@ def pack(
             names = types_for(view, job, pool, gpus, type_order)
         else:
             names = (gpu_type,) if job.allows(view.gpu_type(gpu_type)) else ()
-        for tname in names:
-            if view.total_free(tname, pool) < gpus:
-                continue
-            if not exclude:
+        room = [t for t in names if view.total_free(t, pool) >= gpus]
+        if not exclude:
+            for tname in room if type_order == "fastest" else room[:1]:
                 sid = view.best_fit(tname, pool, gpus)
                 if sid is not None:
                     return ((sid, gpus),)
+        for tname in room:
             alloc = _spread([s for s in view.servers_by_free(tname, pool) if s not in exclude], view, gpus)
             if alloc is not None:
                 return alloc
