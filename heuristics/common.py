@@ -105,17 +105,29 @@ def pack(
             names = types_for(view, job, pool, gpus, type_order)
         else:
             names = (gpu_type,) if job.allows(view.gpu_type(gpu_type)) else ()
-        room = [t for t in names if view.total_free(t, pool) >= gpus]
-        if not exclude:
-            for tname in room if type_order == "fastest" else room[:1]:
+        room: list[str] = []  # (fastest) the types with room, to spread over if no one server holds it
+        for tname in names:
+            if view.total_free(tname, pool) < gpus:
+                continue
+            if not exclude:
                 sid = view.best_fit(tname, pool, gpus)
                 if sid is not None:
                     return ((sid, gpus),)
+            if type_order == "fastest":
+                room.append(tname)
+                continue
+            alloc = _spread_over(view, tname, pool, exclude, gpus)
+            if alloc is not None:
+                return alloc
         for tname in room:
-            alloc = _spread([s for s in view.servers_by_free(tname, pool) if s not in exclude], view, gpus)
+            alloc = _spread_over(view, tname, pool, exclude, gpus)
             if alloc is not None:
                 return alloc
     return None
+
+
+def _spread_over(view: ClusterView, gpu_type: str, pool: Pool, exclude: frozenset[int], gpus: int) -> Alloc | None:
+    return _spread([s for s in view.servers_by_free(gpu_type, pool) if s not in exclude], view, gpus)
 
 
 def _spread(servers: list[int], view: ClusterView, gpus: int) -> Alloc | None:
