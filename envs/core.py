@@ -37,6 +37,7 @@ from envs.sim.policy import (
     Preempt,
     Start,
     keeper,
+    monotone,
 )
 from heuristics import registry
 
@@ -248,6 +249,10 @@ class Core:
         )
         self.view = self.engine.view
         self._keeper = keeper(self.scheduler.preemption)
+        # refusals of a monotone placement kept across decision points (no Keeper: what it keeps
+        # changes at its own times): the view's room_grown when they were made
+        self._refusals_hold = self._keeper is None and monotone(self.scheduler.placement)
+        self._grown = -1
         self.num_jobs = len(built.jobs)
         self.seed = seed
         self.result = None
@@ -333,12 +338,17 @@ class Core:
 
     def _begin_decision_point(self) -> None:
         assert self.engine is not None
-        self._fits = {}
         self.decision_index += 1
         for action in self.scheduler.preemption.preempt(self.view):
             self.apply(action)
         if self._keeper is not None:
             self._keeper.keeping(self.view)
+        grown = self.view.room_grown()
+        if self._refusals_hold and grown == self._grown:  # no room since: the jobs refused still do not fit
+            self._fits = {j: s for j, s in self._fits.items() if s is None}
+        else:
+            self._fits = {}
+        self._grown = grown
 
     def pending(self) -> list[int]:
         return list(self.view.pending)

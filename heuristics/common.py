@@ -158,6 +158,7 @@ class PackPlacement:
     pools: tuple[Pool, ...] = TRAINING_ONLY
     type_order: str = "fastest"
     elastic: str = "max"
+    monotone = True  # (not a field) pack reads the job and the placeable free GPUs only: see policy.monotone
 
     def place(self, view: ClusterView, job: int) -> Start | None:
         spec = view.job(job)

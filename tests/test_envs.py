@@ -415,3 +415,31 @@ def test_the_dual_env_refuses_an_action_that_is_not_an_integer():
         with pytest.raises(InvalidAction, match=r"step\(\) takes an integer action"):
             env.step(bad)
     env.step(np.int64(int(np.flatnonzero(env.observe(env.agent_selection)["action_mask"])[0])))
+
+
+@pytest.mark.parametrize("scenario", ["default", "loaning"])
+def test_the_refusals_kept_between_decision_points_are_those_the_placement_makes_now(scenario):
+    """A monotone placement's refusals carry over to the next decision point while no room grew
+    (``Core._begin_decision_point``): every slot's ``fits`` still equals what the placement says
+    when asked afresh, and some refusals were in fact carried over."""
+    env = gym.make(
+        "loangym/Ordering-v1", scenario=scenario, placement="fifo", scaling="fifo", reclaim="fifo", preemption=None
+    ).unwrapped
+    core = env.core
+    carried = [0]
+    begin = core._begin_decision_point
+
+    def counting() -> None:  # the refusals a new decision point starts with
+        begin()
+        carried[0] += sum(s is None for s in core._fits.values())
+
+    core._begin_decision_point = counting
+    rng = np.random.default_rng(0)
+    env.reset(seed=0)
+    for _ in range(1500):
+        placement = core.scheduler.placement
+        assert env.fits == [placement.place(core.view, j) is not None for j in env.visible]
+        _, _, te, tr, _ = env.step(int(rng.choice(np.flatnonzero(env.action_masks()))))
+        if te or tr:
+            env.reset()
+    assert carried[0] > 0

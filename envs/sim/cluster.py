@@ -37,6 +37,7 @@ class Cluster:
         self.deadline: list[float] = [math.nan] * len(servers)
         self.key: list[Key] = [(s.gpu_type.name, s.pool) for s in servers]
         self.version = 0  # bumped on every change; views cache derived arrays per version
+        self.grown = 0  # bumped when GPUs are freed on a placeable server or a server becomes placeable
         size = max((s.num_gpus for s in servers), default=0)
         self._buckets: dict[Key, list[dict[int, None]]] = {}
         self._total: dict[Key, int] = {}
@@ -133,6 +134,7 @@ class Cluster:
             buckets[free + gpus][sid] = None
             self._total[k] += gpus
             self.room[sid] = free + gpus
+            self.grown += 1
         self.version += 1
 
     def set_status(self, sid: int, status: ServerStatus, deadline: float = math.nan) -> None:
@@ -144,6 +146,7 @@ class Cluster:
         self.deadline[sid] = deadline
         if now and not was:
             self._index(sid)
+            self.grown += 1
         self.room[sid] = self.free[sid] if now else 0
         self.version += 1
 

@@ -503,6 +503,12 @@ class ClusterView:
             self._loads = (cl.version, ServerLoads(*arrays))
         return self._loads[1]
 
+    def room_grown(self) -> int:
+        """A count that goes up whenever GPUs are freed on a placeable server or a server becomes
+        placeable (and at no other time): while it stays the same, the placeable free GPUs of
+        every server have only gone down."""
+        return self._e.cluster.grown
+
     def pool_types(self) -> tuple[tuple[str, Pool], ...]:
         """The (GPU type name, pool) pairs the cluster has."""
         return self._e.cluster.pool_types
@@ -675,6 +681,14 @@ class Placement(Protocol):
     def place(self, view: ClusterView, job: int) -> Start | None:
         """Where to start pending ``job`` now, or ``None`` if it does not fit."""
         ...
+
+
+def monotone(placement: Placement) -> bool:
+    """Whether ``placement`` declares (a ``monotone`` attribute that is true) that its answer
+    reads only the job and the placeable free GPUs of the servers, and that a job it refuses it
+    refuses again while those only go down (``ClusterView.room_grown`` unchanged): the RL
+    adapters' core then keeps such refusals from one decision point to the next."""
+    return bool(getattr(placement, "monotone", False))
 
 
 class Preemption(Protocol):
