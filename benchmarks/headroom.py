@@ -40,6 +40,9 @@ Rows (each the mean of the task's metric over the seeds, and its change against 
 - ``scaling = fifo``: FIFO's scaling component, which never rescales: elastic jobs keep their
   requested size (what the base's scaling heuristic is worth, not an oracle).
 
+Where the task's metric is the deadline hit ratio, a ``ceiling`` line: the share of deadlines any
+policy could meet at most (:func:`deadline_ceiling`), since no oracle plans for deadlines.
+
 A row with an oracle in a seat runs on a view that shows the truth (``CoreConfig.oracle``), so
 the heuristics in the other seats see it too; where the task is clairvoyant that adds only the
 machines' true speeds. Last, how much of the durations the job fields could predict
@@ -69,6 +72,8 @@ from envs.lookahead import Step, best, best_sampled, check_blind, ordering_jobs,
 from envs.sim.config import ConfigError
 from envs.sim.policy import ClusterView, JobStatus, Start
 from heuristics.common import TRAINING_ONLY, pack
+from heuristics.mlfs import MlfsConfig
+from heuristics.mlfs_priority import latest_start
 
 
 def slots(core: Core) -> int:
@@ -204,6 +209,24 @@ def feature_r2(config: CoreConfig, seeds: Sequence[int]) -> tuple[float, float]:
     return r2_fields, r2_window
 
 
+def deadline_ceiling(config: CoreConfig, seeds: Sequence[int]) -> float:
+    """The share of the deadlines any policy could meet at most: a job meets its deadline only if
+    it could alone, from its submission at its fastest rate (its most GPUs, packed, on its fastest
+    GPU type, work up to its required accuracy where early stops are on: mlfs's
+    :func:`~heuristics.mlfs_priority.latest_start`, nominal speeds). The mean over the seeds of
+    each episode's share of jobs with a deadline that could."""
+    cfg = MlfsConfig()
+    shares = []
+    for seed in seeds:
+        core = _started(config, seed)
+        assert core.engine is not None
+        truth = ClusterView(core.engine, oracle=True)
+        jobs = [truth.job(j) for j in range(core.num_jobs)]
+        can = [s.submit_time <= latest_start(truth, s.job_id, cfg) for s in jobs if s.deadline is not None]
+        shares.append(sum(can) / len(can) if can else float("nan"))
+    return statistics.mean(shares)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--task", default="default", help="a task of agents/tasks.py (default: default)")
@@ -273,6 +296,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     for label, v in rows:
         change = (v - ref) / abs(ref) if ref else float("nan")
         print(f"  {label:32} {v:12,.3f}  {100 * change:+6.1f}%")
+    if metric == "deadline_hit_ratio":
+        print(f"ceiling: {deadline_ceiling(config, seeds):.4f} of the deadlines could be met at all (each job alone")
+        print("  at its fastest rate from its submission): no policy meets more")
     fields, window = feature_r2(config, seeds)
     print(f"R^2 of ln(duration), out of sample: {fields:.3f} from the job's categorical fields, ", end="")
     print(f"{window:.3f} from ln(deadline - submit) where it has one")

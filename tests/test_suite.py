@@ -352,3 +352,18 @@ def test_dagger_refuses_bad_arguments_with_exit_2(capsys: pytest.CaptureFixture[
     assert dagger.main(["--seed", "9990"]) == 2  # 12 episodes from 9990 leave the training seeds
     err = capsys.readouterr().err
     assert err.count("error:") == 4 and "training seeds 0-9999" in err
+
+
+def test_the_deadline_ceiling_counts_the_deadlines_a_job_could_meet_alone() -> None:
+    """Deadlines the workload sets at 1.1x a job's run time or later can all be met by the job
+    alone at its fastest rate (the ceiling is 1); at half its run time and no window, only jobs
+    that may stop early at their required accuracy, under half their work, still could."""
+
+    def ceiling(factor: str, window: str) -> float:
+        sets = {"workload.synthetic.num_jobs": "40", "ml.deadline_factor": factor}
+        sets["ml.deadline_window_h"] = window
+        config = CoreConfig.from_kwargs(scenario="deadline", overrides=sets, components=Components(*["mlfs"] * 4))
+        return headroom.deadline_ceiling(config, [0, 1])
+
+    assert ceiling("1.1", "0.5,24") == 1.0
+    assert 0.0 < ceiling("0.5", "0,0") < 0.5
