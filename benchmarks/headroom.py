@@ -213,8 +213,10 @@ def deadline_ceiling(config: CoreConfig, seeds: Sequence[int]) -> float:
     """The share of the deadlines any policy could meet at most: a job meets its deadline only if
     it could alone, from its submission at its fastest rate (its most GPUs, packed, on its fastest
     GPU type, work up to its required accuracy where early stops are on: mlfs's
-    :func:`~heuristics.mlfs_priority.latest_start`, nominal speeds). The mean over the seeds of
-    each episode's share of jobs with a deadline that could."""
+    :func:`~heuristics.mlfs_priority.latest_start`, nominal speeds: a bound where no machine runs
+    faster than nominal, as on ``deadline``'s cluster, whose speed factors are 1 and whose only
+    slowdown is contention). The mean over the seeds of each episode's share of jobs with a
+    deadline that could."""
     cfg = MlfsConfig()
     shares = []
     for seed in seeds:
