@@ -113,7 +113,6 @@ _WAITING, _SLACK, _FITS, _AHEAD, _PREDICTED = (_J[n] for n in ("waiting", "slack
 _REMAINING, _ATTAINED, _REMAINING_BASE, _PREEMPTIONS = (
     _J[n] for n in ("remaining", "attained", "remaining_base", "preemptions")
 )
-_CLUSTER_NAMES = CLUSTER.names
 _QT, _QS, _REM, _LB, _MG, _DL = range(6)  # Encoder._inputs' fields: queued time and since, remaining
 # (as revealed), remaining at the base demand, min GPUs, deadline
 
