@@ -132,7 +132,7 @@ def _preemption_options(
     running = [j for j in core.view.running if core.view.status_of(j) == JobStatus.RUNNING]  # not checkpointing
     if blind:  # the longest running are the likeliest to run on
         view = core.view
-        longer = [(-view.state(j).work_done, j) for j in running]
+        longer = [(-view.work_done(j), j) for j in running]
     else:
         truth = ClusterView(core.engine, oracle=True) if core.engine is not None else core.view
         longer = [(-truth.remaining_work(j), j) for j in running]

@@ -110,14 +110,14 @@ def redrawn(core: Core, rng: np.random.Generator, window: int = 200) -> Core | N
         return None
     if blind:
         unknown = [j for j, s in enumerate(status) if s != JobStatus.DONE]
-        ranked = sorted(view.state(j).work_done for j in finished[-window:])
+        ranked = sorted(view.work_done(j) for j in finished[-window:])
     else:  # the jobs to come, from the work of the last ``window`` arrived
         unknown = future
         arrived = [j for j, s in enumerate(status) if s != JobStatus.FUTURE]
         ranked = sorted(view.state(j).work_total for j in arrived[-window:])
     works: dict[int, float] = {}
     for job in unknown:
-        done = view.state(job).work_done
+        done = view.work_done(job)
         k = bisect.bisect_right(ranked, done)
         works[job] = ranked[k + int(rng.integers(len(ranked) - k))] if k < len(ranked) else 2.0 * max(done, 1.0)
     gap = view.now / (view.num_jobs - len(future))

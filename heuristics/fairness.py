@@ -158,7 +158,7 @@ class Themis:
     def _by_share(self, view: ClusterView, active: list[int]) -> list[int]:
         gpus = max(1, capacity(view))
         for j in active:  # C_j: the work done since last seen, at the isolated share then
-            done = view.state(j).work_done
+            done = view.work_done(j)
             before = self._seen_work.get(j, 0.0)
             if j in self._iso_share and done > before:
                 self._iso_done[j] = self._iso_done.get(j, 0.0) + (done - before) / self._iso_share[j]
@@ -223,7 +223,7 @@ class MaxMin:
     @staticmethod
     def normalised_throughput(view: ClusterView, job: int) -> float:
         age = view.now - view.job(job).submit_time
-        return view.state(job).work_done / age if age > 0.0 else 0.0
+        return view.work_done(job) / age if age > 0.0 else 0.0
 
     def decide(self, view: ClusterView) -> Iterator[Action]:
         if not view.round_tick:

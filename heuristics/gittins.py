@@ -50,7 +50,7 @@ class GittinsCost:
     def _sync(self, view: ClusterView) -> None:
         done, self._cursor = view.finished_since(self._cursor)
         for job in done:
-            self._history.add(view.state(job).work_done)
+            self._history.add(view.work_done(job))
         if done:
             self._known.clear()
 
@@ -59,7 +59,7 @@ class GittinsCost:
         durations = self._history.ranked
         if not durations:
             return 0.0
-        attained = view.state(job).work_done
+        attained = view.work_done(job)
         best = self._known.get(attained)
         if best is None:
             best = self._known[attained] = _per_gpu(durations, attained)

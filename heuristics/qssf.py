@@ -83,7 +83,7 @@ class DurationHistory:
         done, self._cursor = view.finished_since(self._cursor)
         for job in done:
             spec = view.job(job)
-            work = view.state(job).work_done
+            work = view.work_done(job)
             for key in ((spec.user, template_of(spec)), (spec.user,), ()):
                 past = self._by.get(key)
                 if past is None:

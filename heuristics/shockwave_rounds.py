@@ -176,7 +176,7 @@ class Leases:
         running = [j for j in view.running if view.status_of(j) == JobStatus.RUNNING]
         for j, w in list(self._work.items()):
             if view.status_of(j) == JobStatus.PENDING:
-                if view.state(j).work_done < w - 1e-9:
+                if view.work_done(j) < w - 1e-9:
                     self._lease[j] = 2 * self._lease.get(j, self.rounds)
                 del self._work[j]
             elif view.status_of(j) == JobStatus.DONE:
@@ -184,7 +184,7 @@ class Leases:
                 self._lease.pop(j, None)
         self._stint = {j: self._stint.get(j, 0) + 1 for j in running}
         for j in running:
-            self._work[j] = view.state(j).work_done
+            self._work[j] = view.work_done(j)
 
     def stint(self, job: int) -> int:
         return self._stint.get(job, 0)

@@ -118,6 +118,7 @@ def check_view(view: ClusterView, config: SimConfig, jobs: Sequence[int] | None 
         assert (j in running) == (status in (JobStatus.RUNNING, JobStatus.PREEMPTING))
         assert (j in pending) == (status == JobStatus.PENDING)
         assert view.workers(j) == state.workers and view.attained_service(j) == state.attained_service
+        assert view.work_done(j) == state.work_done
         assert merged(state.base, state.flex) == held.get(j, {}), f"t={now}: job {j} alloc vs servers"
         assert 0.0 <= state.work_done <= state.work_total * (1 + EPS)
         if status == JobStatus.FUTURE:

@@ -335,7 +335,7 @@ class ClusterView:
 
     def finished_since(self, cursor: int) -> tuple[tuple[int, ...], int]:
         """Jobs that finished since position ``cursor`` of the engine's append-only log of
-        finishes, and the new cursor (a finished job's ``state().work_done`` is its whole work:
+        finishes, and the new cursor (a finished job's ``work_done`` is its whole work:
         completion reveals it, at every information level)."""
         log = self._e.finish_log
         return tuple(log[cursor:]), len(log)
@@ -373,6 +373,10 @@ class ClusterView:
             preemptions=j.preemptions,
             workers=j.workers,
         )
+
+    def work_done(self, job: int) -> float:
+        """``state(job).work_done`` (settled to now), without the snapshot."""
+        return self._done(self._e._jobs[job])
 
     def attained_service(self, job: int) -> float:
         """GPU-seconds held so far (cheaper than ``state(job).attained_service``)."""
