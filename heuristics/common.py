@@ -7,7 +7,7 @@ import heapq
 import math
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated
 
 from envs.sim.model import JobSpec, Pool
@@ -153,19 +153,37 @@ def _spread(servers: list[int], view: ClusterView, gpus: int) -> Alloc | None:
 @dataclass
 class PackPlacement:
     """Start a pending job consolidated (``pack``) in ``pools``, all its workers as its gang: an
-    elastic job at the size ``elastic`` gives (:func:`start_sizes`), never rescaled after."""
+    elastic job at the size ``elastic`` gives (:func:`start_sizes`), never rescaled after.
+
+    Speed only: ``pack`` refuses a job exactly when no GPU type it allows has as many placeable
+    free GPUs in one of ``pools`` as its smallest start size (its ``num_gpus``). So once a job
+    is refused, every job of the same (``num_gpus``, ``gpu_types``) is refused too, until
+    ``view.room_grown()`` changes (until then free GPUs have only gone down): those answers are
+    kept."""
 
     pools: tuple[Pool, ...] = TRAINING_ONLY
     type_order: str = "fastest"
     elastic: str = "max"
     monotone = True  # (not a field) pack reads the job and the placeable free GPUs only: see policy.monotone
+    # the refused (num_gpus, gpu_types) as of (view, its room_grown then)
+    _refused: tuple[object, int, set[tuple[int, frozenset[str] | None]]] = field(
+        default_factory=lambda: (None, -1, set()), init=False, repr=False, compare=False
+    )
 
     def place(self, view: ClusterView, job: int) -> Start | None:
         spec = view.job(job)
+        seen, grown, refused = self._refused
+        if seen is not view or grown != view.room_grown():
+            refused = set()
+            self._refused = (view, view.room_grown(), refused)
+        size = (spec.num_gpus, spec.gpu_types)
+        if size in refused:
+            return None
         for n in start_sizes(spec, self.elastic):
             alloc = pack(view, spec, n, self.pools, type_order=self.type_order)
             if alloc is not None:
                 return Start(job, alloc)
+        refused.add(size)
         return None
 
 

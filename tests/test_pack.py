@@ -40,3 +40,28 @@ def test_one_server_of_any_allowed_type_comes_before_a_spread(monkeypatch: pytes
 def test_listed_keeps_the_first_type_with_room(monkeypatch: pytest.MonkeyPatch) -> None:
     seen = _placements(monkeypatch, "listed")
     assert any(alloc is not None and len(alloc) > 1 and holds for alloc, holds, _ in seen)
+
+
+@pytest.mark.parametrize("scenario", ["cloud", "default"])
+def test_the_refusals_a_pack_placement_keeps_are_those_pack_gives_afresh(monkeypatch: pytest.MonkeyPatch, scenario):
+    """``PackPlacement`` answers a job of a (num_gpus, gpu_types) it refused since room last grew
+    without packing: every answer of a heuristic's run equals that of a placement with nothing
+    kept, and some answers were kept ones."""
+    kept = [0]
+    place = common.PackPlacement.place
+
+    def checked(self, view, job):
+        fresh = common.PackPlacement(self.pools, self.type_order, self.elastic)  # (nothing kept)
+        spec = view.job(job)
+        memo_view, grown, refused = self._refused
+        if memo_view is view and grown == view.room_grown() and (spec.num_gpus, spec.gpu_types) in refused:
+            kept[0] += 1
+        answer = place(self, view, job)
+        assert answer == place(fresh, view, job)
+        return answer
+
+    monkeypatch.setattr(common.PackPlacement, "place", checked)
+    sc = scenarios.get(scenario, {"workload.synthetic.num_jobs": "150"})
+    for policy in ("fifo", "sjf"):
+        scenarios.simulate(sc, registry.make(policy), 0)
+    assert kept[0] > 0
