@@ -4,6 +4,7 @@
 
     python benchmarks/dagger.py --task contention-none [--base qssf] [--rounds 3] [--episodes 3]
         [--seed 0] [--width 3] [--margins 0,1,2,4,8] [--rollout-margins 1,2,4] [--epochs 30]
+        [--sampled K] [--every N]
 
 ``benchmarks/learnability.py`` labels every option of a decision with its lookahead advantage
 (the metric once the base has played the episode on from it, minus the base choice's) along the
@@ -25,6 +26,11 @@ every step). The round and margin with the best evaluation mean then play the ta
 reported as the paired difference to the base in the seat with a 95% CI (Student t over seeds).
 Margins are in units of round 0's median |advantage| (of the options beside the base's choice),
 fixed for all rounds so that a margin means the same in each.
+
+``--sampled K`` labels with a teacher that has no foresight: each option's advantage averaged
+over K futures redrawn from what the run has seen (``learnability.py``'s ``--sampled``), where the
+default labels with the true future. The deviations it teaches are then ones a policy could
+expect to gain from what it sees. ``--every N`` labels every N-th decision with a choice only.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from agents import smoke
 from benchmarks import learnability as ln
 from benchmarks.suite import paired
+from envs import lookahead
 from envs.ordering import OrderingEnv
 from envs.sim.config import ConfigError
 
@@ -59,11 +66,14 @@ def rounds(
     rollout_margins: Sequence[float],
     seed: int,
     epochs: int = 30,
+    samples: int = 0,
+    every: int = 1,
 ) -> Iterator[tuple[list[ln.Decision], Predictor, float]]:
     """Per round (one a list of ``seeds``): the decisions it labelled, the predictor fitted on
     them and all earlier rounds', and the margins' unit (round 0's median |advantage|). Round 0
     follows the base; round i > 0 the previous round's predictor, episode k of the round at
-    ``rollout_margins[k % len(rollout_margins)]``."""
+    ``rollout_margins[k % len(rollout_margins)]``. ``samples`` and ``every``: as
+    :func:`learnability.collect` (with ``samples``, the blind advantages are fitted)."""
     data: list[ln.Decision] = []
     predict: Predictor | None = None
     scale, number = 1.0, 0
@@ -73,7 +83,7 @@ def rounds(
             policy = None
             if predict is not None:
                 policy = ln.deviation(predict, rollout_margins[k % len(rollout_margins)])
-            new += ln.collect(env, base, [s], width, metric, lower, policy, first=number)
+            new += ln.collect(env, base, [s], width, metric, lower, policy, first=number, samples=samples, every=every)
             number += 1
         if r == 0:
             scale = ln.scale_of(new)
@@ -112,6 +122,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--rollout-margins", default="1,2,4", help="margins of the rounds' rollouts, episode by episode (default 1,2,4)"
     )
     p.add_argument("--epochs", type=int, default=30, help="passes over the data per fit (default 30)")
+    p.add_argument(
+        "--sampled",
+        type=int,
+        default=0,
+        help="label with the advantages averaged over K redrawn futures (learnability.py's --sampled): a "
+        "teacher without foresight (default 0: the true futures)",
+    )
+    p.add_argument("--every", type=int, default=1, help="label every N-th decision with a choice (default 1: all)")
     args = p.parse_args(argv)
     try:
         try:
@@ -121,9 +139,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ConfigError("--margins and --rollout-margins must be comma-separated numbers.") from None
         if min(margins + rollout_margins) < 0:
             raise ConfigError("--margins and --rollout-margins must not be negative.")
-        if args.rounds < 1 or args.episodes < 1 or args.width < 1 or args.epochs < 1:
-            raise ConfigError("--rounds, --episodes, --width and --epochs must be at least 1.")
+        if args.rounds < 1 or args.episodes < 1 or args.width < 1 or args.epochs < 1 or args.every < 1:
+            raise ConfigError("--rounds, --episodes, --width, --epochs and --every must be at least 1.")
+        if args.sampled < 0:
+            raise ConfigError(f"--sampled: expected a count >= 0, got {args.sampled}.")
         task, base, env = ln.setup(args.task, args.base)
+        if args.sampled:
+            env.reset(options={"scenario_seed": args.seed})
+            try:
+                lookahead.check_blind(env.core)
+            except ValueError as e:
+                raise ConfigError(f"--sampled: {e}.") from None
         train = task.train_seeds
         if not train.start <= args.seed <= train.stop - (args.rounds + 1) * args.episodes:
             raise ConfigError(
@@ -151,7 +177,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     best: tuple[float, int, float] | None = None
     predictors: list[Predictor] = []
     for r, (new, predict, scale) in enumerate(
-        rounds(env, base, round_seeds, args.width, metric, lower, rollout_margins, args.seed, args.epochs)
+        rounds(
+            *(env, base, round_seeds, args.width, metric, lower, rollout_margins, args.seed, args.epochs),
+            *(args.sampled, args.every),
+        )
     ):
         predictors.append(predict)
         off = np.mean([d.off for d in new])

@@ -2,7 +2,7 @@
 """How much of the ordering seat's lookahead headroom an agent could learn from its observation.
 
     python benchmarks/learnability.py --task default [--base srtf] [--episodes 10] [--seed 50000]
-        [--width 5] [--folds 5] [--margins 0,0.5,1,2]
+        [--width 5] [--folds 5] [--margins 0,0.5,1,2] [--sampled K] [--every N]
 
 The clairvoyant lookahead (``envs/lookahead.py``) beats its base by trying each option on a copy
 of the episode, whose future it therefore knows. This asks how much of that gain is visible in
@@ -19,6 +19,13 @@ base where it predicts a gain larger than a margin (in units of the median |adva
 realised advantage of what it picked is reported, beside the foresight's: the mean best
 advantage per decision. A realised mean above zero says the deviations it could learn cost more
 than they win: the lookahead's headroom is foresight, not a pattern in the observation.
+
+``--sampled K`` fits instead each option's advantage averaged over K copies whose hidden state is
+redrawn from what the run has seen (``envs.lookahead.redrawn``: the arrivals to come, their work,
+the speed fluctuations, and at ``none`` the unfinished jobs' work): the gain a policy without
+foresight could expect, the blind lookahead's teacher signal. The realised advantages are still
+the true ones. ``--every N`` labels every N-th decision with a choice only (the cost of a label
+grows with K).
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from agents import smoke
 from agents import tasks as suite
 from envs import lookahead
+from envs.core import Core
 from envs.obs import JOB
 from envs.ordering import OrderingEnv
 from envs.sim.config import ConfigError
@@ -48,6 +56,12 @@ class Decision:
     features: np.ndarray  # one row per option, the base's choice first
     advantages: np.ndarray  # metric after each option minus after the base's choice
     off: bool = False  # an earlier decision of the episode departed from the base's choice
+    blind: np.ndarray | None = None  # the same, averaged over redrawn futures (--sampled): what is fitted
+
+    @property
+    def target(self) -> np.ndarray:
+        """What a network learns: the blind advantages where there are some, else the true ones."""
+        return self.advantages if self.blind is None else self.blind
 
 
 Policy = Callable[[np.ndarray], int]
@@ -115,29 +129,58 @@ def collect(
     lower: bool,
     policy: Policy | None = None,
     first: int = 0,
+    samples: int = 0,
+    every: int = 1,
 ) -> list[Decision]:
     """The decisions with a choice along the trajectory of ``policy`` (None: ``base``'s own, see
     :func:`episode`), each option played on by ``base``; advantages signed so that lower is better
-    whatever the metric. Episodes are numbered from ``first``."""
+    whatever the metric. Episodes are numbered from ``first``. Only every ``every``-th decision
+    with a choice is labelled. With ``samples``, each option is also played on ``samples`` copies
+    whose hidden state is redrawn (:func:`lookahead.redrawn`, every option on the same draws;
+    zeros where nothing can be drawn yet): their mean is the decision's ``blind`` advantages, the
+    gain a policy that sees no future could expect (the rng: the episode's scenario seed)."""
     sign = 1.0 if lower else -1.0
     out = []
     for number, seed in enumerate(seeds, first):
+        rng = np.random.default_rng(seed)
+        seen = [0]
 
-        def label(jobs: list[int | None], feats: np.ndarray, off: bool, number: int = number) -> None:
-            values = []
-            for job in jobs:
-                trial = env.core.copy()
-                lookahead.start(job)(trial)
-                values.append(lookahead.value(lookahead.play(trial, base, env.slots), metric))
-            out.append(Decision(number, feats, sign * (np.asarray(values) - values[0]), off))
+        def label(
+            jobs: list[int | None],
+            feats: np.ndarray,
+            off: bool,
+            number: int = number,
+            seen: list[int] = seen,
+            rng: np.random.Generator = rng,
+        ) -> None:
+            seen[0] += 1
+            if (seen[0] - 1) % every:
+                return
+            values = [_played(env.core, job, base, env.slots, metric) for job in jobs]
+            blind = None
+            if samples:
+                draws = [lookahead.redrawn(env.core, rng) for _ in range(samples)]
+                per = [[_played(d, job, base, env.slots, metric) for job in jobs] for d in draws if d is not None]
+                mean = np.mean(per, axis=0) if per else np.zeros(len(jobs))
+                blind = sign * (mean - mean[0])
+            out.append(Decision(number, feats, sign * (np.asarray(values) - values[0]), off, blind))
 
         episode(env, base, seed, width, policy, label)
     return out
 
 
+def _played(core: Core, job: int | None, base: str, slots: int, metric: str) -> float:
+    """``metric`` once ``job`` (None: advance) is started on a copy of ``core`` and ``base`` has
+    played the episode on from there."""
+    trial = core.copy()
+    lookahead.start(job)(trial)
+    return lookahead.value(lookahead.play(trial, base, slots), metric)
+
+
 def scale_of(decisions: Sequence[Decision]) -> float:
-    """The median |advantage| of the options beside the base's choice: the margins' unit."""
-    return float(np.median(np.abs(np.concatenate([d.advantages[1:] for d in decisions])))) or 1.0
+    """The median |advantage| (of what is fitted: ``target``) of the options beside the base's
+    choice: the margins' unit."""
+    return float(np.median(np.abs(np.concatenate([d.target[1:] for d in decisions])))) or 1.0
 
 
 def fit(
@@ -157,7 +200,7 @@ def fit(
     )
     opt = th.optim.Adam(net.parameters(), 1e-3, weight_decay=1e-4)
     xs = [th.from_numpy(d.features) for d in decisions]
-    ys = [th.from_numpy(np.clip(d.advantages / scale, -20, 20).astype(np.float32)) for d in decisions]
+    ys = [th.from_numpy(np.clip(d.target / scale, -20, 20).astype(np.float32)) for d in decisions]
     rng = np.random.default_rng(seed)
     for _ in range(epochs):
         for i in rng.permutation(len(decisions)):
@@ -242,21 +285,39 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument(
         "--margins", default="0,0.5,1,2", help="deviation margins, in median |advantage| (default 0,0.5,1,2)"
     )
+    p.add_argument(
+        "--sampled",
+        type=int,
+        default=0,
+        help="fit the advantages averaged over K redrawn futures (envs.lookahead.redrawn), what a policy "
+        "without foresight could expect; the realised advantages stay the true ones (default 0: fit the true ones)",
+    )
+    p.add_argument("--every", type=int, default=1, help="label every N-th decision with a choice (default 1: all)")
     args = p.parse_args(argv)
     try:
         margins = [float(x) for x in args.margins.split(",")]
         if args.episodes < 2 or not 2 <= args.folds <= args.episodes or args.width < 1:
             raise ConfigError("--episodes must be at least 2, --folds between 2 and --episodes, --width at least 1.")
+        if args.sampled < 0 or args.every < 1:
+            raise ConfigError("--sampled must be at least 0 and --every at least 1.")
         task, base, env = setup(args.task, args.base)
+        if args.sampled:
+            env.reset(options={"scenario_seed": args.seed})
+            lookahead.check_blind(env.core)
     except (ConfigError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     seeds = smoke.seeds(list(range(args.seed, args.seed + args.episodes)))
-    decisions = collect(env, base, seeds, args.width, task.metric, task.lower_is_better)
+    decisions = collect(
+        env, base, seeds, args.width, task.metric, task.lower_is_better, samples=args.sampled, every=args.every
+    )
     best = statistics.fmean(float(d.advantages.min()) for d in decisions)
     better = np.mean([d.advantages.min() < 0 for d in decisions])
     print(f"task {task.name}, base {base}: {len(decisions)} decisions with a choice, seeds {seeds[0]}-{seeds[-1]}")
     print(f"  foresight: a better option at {better:.0%} of them, mean best advantage {best:+,.1f} ({task.metric})")
+    if args.sampled:
+        seen = np.mean([d.target.min() < 0 for d in decisions])
+        print(f"  blind ({args.sampled} draws): a better option by the draws at {seen:.0%}; fitted to these")
     for m, (mean, ci, dev) in held_out(decisions, min(args.folds, len(seeds)), margins, args.seed).items():
         print(f"  learned, margin {m:g}: realised advantage {mean:+,.1f} +- {ci:,.1f}, deviating at {dev:.0%}")
     return 0

@@ -316,10 +316,45 @@ def test_learnability_finds_a_gain_that_the_features_show_and_none_in_noise() ->
     assert mean == 0.0 and deviating == 0.0
 
 
+def test_learnability_blind_labels_every_nth_decision_against_the_base_choice() -> None:
+    """With ``samples``, each labelled decision also has advantages over redrawn futures, the base's
+    own choice first at 0; ``every`` labels every n-th decision with a choice."""
+    env = learnability.OrderingEnv(
+        max_jobs=32,
+        scenario="default",
+        overrides={"workload.synthetic.num_jobs": "20", "workload.load": "1.6"},
+        **dict.fromkeys(("placement", "scaling", "reclaim", "preemption"), "sjf"),
+    )
+    every = learnability.collect(env, "sjf", [1, 3], 2, "avg_jct_s", lower=True)
+    blind = learnability.collect(env, "sjf", [1, 3], 2, "avg_jct_s", lower=True, samples=2, every=2)
+    assert len(blind) == sum((len([d for d in every if d.episode == e]) + 1) // 2 for e in (0, 1))
+    for d in blind:
+        assert d.blind is not None and d.blind[0] == 0.0 and len(d.blind) == len(d.advantages)
+    assert any(d.blind is not None and d.blind.min() < 0.0 for d in blind)
+    assert all(d.blind is None for d in every)
+
+
+def test_learnability_fits_the_blind_labels_and_realises_the_true_ones() -> None:
+    """Where the blind advantages are a feature but the true ones are their opposite, the learned
+    deviations follow the blind ones and realise a loss."""
+    rng = np.random.default_rng(0)
+    decisions = []
+    for i in range(300):
+        adv = np.concatenate([[0.0], rng.normal(0.0, 1.0, 3)])
+        feats = rng.normal(0.0, 1.0, (4, 5)).astype(np.float32)
+        feats[:, 0] = adv
+        decisions.append(learnability.Decision(i % 6, feats, -adv, blind=adv))
+    mean, _, deviating = learnability.held_out(decisions, 3, [0.0], 0)[0.0]
+    assert mean > 0.5 and deviating > 0.5
+
+
 def test_learnability_refuses_bad_arguments_with_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert learnability.main(["--task", "nope"]) == 2
     assert learnability.main(["--episodes", "1"]) == 2
-    assert capsys.readouterr().err.count("error:") == 2
+    assert learnability.main(["--sampled", "-1"]) == 2
+    assert learnability.main(["--every", "0"]) == 2
+    assert learnability.main(["--task", "default-estimate", "--sampled", "2"]) == 2  # no redraw from estimates
+    assert capsys.readouterr().err.count("error:") == 5
 
 
 def test_dagger_labels_the_states_its_own_deviations_reach() -> None:
@@ -350,8 +385,11 @@ def test_dagger_refuses_bad_arguments_with_exit_2(capsys: pytest.CaptureFixture[
     assert dagger.main(["--rounds", "0"]) == 2
     assert dagger.main(["--margins", "1,x"]) == 2
     assert dagger.main(["--seed", "9990"]) == 2  # 12 episodes from 9990 leave the training seeds
+    assert dagger.main(["--every", "0"]) == 2
+    assert dagger.main(["--sampled", "-1"]) == 2
+    assert dagger.main(["--task", "default-estimate", "--sampled", "2"]) == 2  # no redraw from estimates
     err = capsys.readouterr().err
-    assert err.count("error:") == 4 and "training seeds 0-9999" in err
+    assert err.count("error:") == 7 and "training seeds 0-9999" in err and "--sampled: a blind lookahead" in err
 
 
 def test_the_deadline_ceiling_counts_the_deadlines_a_job_could_meet_alone() -> None:
