@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pytest
 
 from envs.sim import scenarios
@@ -11,11 +9,6 @@ from envs.sim.metrics import summarize
 from envs.sim.model import JobSpec
 from heuristics import registry
 from heuristics.gittins import GittinsCost
-
-
-@dataclass
-class _State:
-    work_done: float
 
 
 class _View:
@@ -31,8 +24,8 @@ class _View:
     def finished_since(self, cursor: int) -> tuple[tuple[int, ...], int]:
         return tuple(self.log[cursor:]), len(self.log)
 
-    def state(self, job: int) -> _State:
-        return _State(self.done.get(job, self.specs[job].duration))
+    def work_done(self, job: int) -> float:
+        return self.done.get(job, self.specs[job].duration)
 
     def job(self, job: int) -> JobSpec:
         return self.specs[job]

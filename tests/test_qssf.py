@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from envs.sim.engine import Engine
 from envs.sim.model import V100, JobSpec, Pool, ServerSpec
 from heuristics import registry
 from heuristics.qssf import DurationHistory, template_of
-
-
-@dataclass
-class _State:
-    work_done: float
 
 
 class _View:
@@ -30,8 +23,8 @@ class _View:
     def job(self, job: int) -> JobSpec:
         return self.jobs[job]
 
-    def state(self, job: int) -> _State:
-        return _State(self.jobs[job].duration)
+    def work_done(self, job: int) -> float:
+        return self.jobs[job].duration
 
 
 def _job(i: int, user: str, duration: float, template: str = "", gpus: int = 1, submit: float = 0.0) -> JobSpec:
