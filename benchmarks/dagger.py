@@ -49,7 +49,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from agents import smoke
 from benchmarks import learnability as ln
 from benchmarks.suite import paired
-from envs import lookahead
 from envs.ordering import OrderingEnv
 from envs.sim.config import ConfigError
 
@@ -122,14 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--rollout-margins", default="1,2,4", help="margins of the rounds' rollouts, episode by episode (default 1,2,4)"
     )
     p.add_argument("--epochs", type=int, default=30, help="passes over the data per fit (default 30)")
-    p.add_argument(
-        "--sampled",
-        type=int,
-        default=0,
-        help="label with the advantages averaged over K redrawn futures (learnability.py's --sampled): a "
-        "teacher without foresight (default 0: the true futures)",
-    )
-    p.add_argument("--every", type=int, default=1, help="label every N-th decision with a choice (default 1: all)")
+    ln.add_label_arguments(p)
     args = p.parse_args(argv)
     try:
         try:
@@ -139,17 +131,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ConfigError("--margins and --rollout-margins must be comma-separated numbers.") from None
         if min(margins + rollout_margins) < 0:
             raise ConfigError("--margins and --rollout-margins must not be negative.")
-        if args.rounds < 1 or args.episodes < 1 or args.width < 1 or args.epochs < 1 or args.every < 1:
-            raise ConfigError("--rounds, --episodes, --width, --epochs and --every must be at least 1.")
-        if args.sampled < 0:
-            raise ConfigError(f"--sampled: expected a count >= 0, got {args.sampled}.")
+        if args.rounds < 1 or args.episodes < 1 or args.width < 1 or args.epochs < 1:
+            raise ConfigError("--rounds, --episodes, --width and --epochs must be at least 1.")
         task, base, env = ln.setup(args.task, args.base)
-        if args.sampled:
-            env.reset(options={"scenario_seed": args.seed})
-            try:
-                lookahead.check_blind(env.core)
-            except ValueError as e:
-                raise ConfigError(f"--sampled: {e}.") from None
+        ln.check_label_arguments(args, env)
         train = task.train_seeds
         if not train.start <= args.seed <= train.stop - (args.rounds + 1) * args.episodes:
             raise ConfigError(

@@ -274,6 +274,32 @@ def setup(name: str, base: str | None) -> tuple[suite.BenchTask, str, OrderingEn
     return task, base, env
 
 
+def add_label_arguments(p: argparse.ArgumentParser) -> None:
+    """``--sampled`` and ``--every`` (of :func:`collect`), here and in ``dagger.py``."""
+    p.add_argument(
+        "--sampled",
+        type=int,
+        default=0,
+        help="fit each option's advantage averaged over K redrawn futures (envs.lookahead.redrawn): what a "
+        "policy without foresight could expect; what is realised stays the true future's (default 0: fit that)",
+    )
+    p.add_argument("--every", type=int, default=1, help="label every N-th decision with a choice (default 1: all)")
+
+
+def check_label_arguments(args: argparse.Namespace, env: OrderingEnv) -> None:
+    """ConfigError for a bad ``--sampled`` or ``--every``, or for ``--sampled`` where
+    :func:`lookahead.redrawn` cannot hide what the policies do not see (on ``env``'s episode
+    ``args.seed``)."""
+    if args.sampled < 0 or args.every < 1:
+        raise ConfigError("--sampled must be at least 0 and --every at least 1.")
+    if args.sampled:
+        env.reset(options={"scenario_seed": args.seed})
+        try:
+            lookahead.check_blind(env.core)
+        except ValueError as e:
+            raise ConfigError(f"--sampled: {e}.") from None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--task", default="default", help="a task of agents/tasks.py (default: default)")
@@ -285,25 +311,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument(
         "--margins", default="0,0.5,1,2", help="deviation margins, in median |advantage| (default 0,0.5,1,2)"
     )
-    p.add_argument(
-        "--sampled",
-        type=int,
-        default=0,
-        help="fit the advantages averaged over K redrawn futures (envs.lookahead.redrawn), what a policy "
-        "without foresight could expect; the realised advantages stay the true ones (default 0: fit the true ones)",
-    )
-    p.add_argument("--every", type=int, default=1, help="label every N-th decision with a choice (default 1: all)")
+    add_label_arguments(p)
     args = p.parse_args(argv)
     try:
         margins = [float(x) for x in args.margins.split(",")]
         if args.episodes < 2 or not 2 <= args.folds <= args.episodes or args.width < 1:
             raise ConfigError("--episodes must be at least 2, --folds between 2 and --episodes, --width at least 1.")
-        if args.sampled < 0 or args.every < 1:
-            raise ConfigError("--sampled must be at least 0 and --every at least 1.")
         task, base, env = setup(args.task, args.base)
-        if args.sampled:
-            env.reset(options={"scenario_seed": args.seed})
-            lookahead.check_blind(env.core)
+        check_label_arguments(args, env)
     except (ConfigError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
