@@ -173,9 +173,10 @@ class PackPlacement:
     def place(self, view: ClusterView, job: int) -> Start | None:
         spec = view.job(job)
         seen, grown, refused = self._refused
-        if seen is not view or grown != view.room_grown():
+        now = view.room_grown()
+        if seen is not view or grown != now:
             refused = set()
-            self._refused = (view, view.room_grown(), refused)
+            self._refused = (view, now, refused)
         size = (spec.num_gpus, spec.gpu_types)
         if size in refused:
             return None
