@@ -7,6 +7,12 @@ encoding of the context ("communicate") are joined to each item's code, and a sh
 it. So permuting the items permutes their logits and leaves the value unchanged. Extra actions
 (the ordering agent's "advance") and the value are scored from the pooled summary alone.
 
+Where items may be absent (the ordering agent's job slots: a few of them hold jobs), only the
+present items go through the item network and the score head; an absent item is an all-zero row
+(as the encoders leave one), so all absent items of an observation share one code and one logit,
+computed once per batch. The functions are those of scoring every row; only the work and the last
+bits of floating-point sums change with it.
+
 ``SlotPolicy`` plugs this into sb3-contrib's ``MaskableActorCriticPolicy``: the scorer is the
 policy's ``mlp_extractor`` and emits the logits directly (the usual linear action head, which
 would mix items, is replaced by the identity). Its action distribution is sb3-contrib's masked
@@ -16,7 +22,7 @@ categorical without ``torch.distributions``' argument checks (:class:`UncheckedC
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch as th
 from gymnasium import spaces
@@ -34,6 +40,14 @@ def _mlp(sizes: list[int], activation: str) -> nn.Sequential:
     for a, b in itertools.pairwise(sizes):
         layers += [nn.Linear(a, b), ACTIVATIONS[activation]()]
     return nn.Sequential(*layers)
+
+
+class Presence(NamedTuple):
+    """Which items of a batch are present: a (B, n) boolean mask, and the observation of each
+    present item in row-major order (M,)."""
+
+    present: th.Tensor
+    owner: th.Tensor
 
 
 class SlotScorer(nn.Module):
@@ -76,25 +90,36 @@ class SlotScorer(nn.Module):
         self.latent_dim_pi = n_items + extra_actions
         self.latent_dim_vf = hidden
 
-    def _encode(self, x: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
-        """Per-item codes (B, n, h) and the summary [mean, max, context] (B, 3h)."""
+    def _encode(self, x: th.Tensor) -> tuple[th.Tensor, Presence | None, th.Tensor]:
+        """The item codes, which items are present and the summary [mean, max, context] (B, 3h).
+        Where every item is present: every item's code (B, n, h), and None. Else the codes of the
+        present items only, in row-major order, then the code of an all-zero row (an absent item,
+        as the encoder leaves it): (M + 1, h)."""
         b = x.shape[0]
         items = x[:, : self.n_items * self.item_dim].reshape(b, self.n_items, self.item_dim)
-        codes = self.item(items)
-        if self.present_index >= 0:
-            present = (items[..., self.present_index] > 0.5).unsqueeze(-1).to(codes.dtype)
-        else:
-            present = th.ones_like(codes[..., :1])
-        n_present = present.sum(dim=1)
-        mean = (codes * present).sum(dim=1) / n_present.clamp(min=1.0)
-        maxed = (codes * present - (1.0 - present) * 1e4).max(dim=1).values
-        maxed = th.where(n_present > 0, maxed, th.zeros_like(maxed))
         ctx = self.ctx(x[:, self.n_items * self.item_dim :])
-        return codes, th.cat([mean, maxed, ctx], dim=-1)
+        if self.present_index < 0:
+            codes = self.item(items)
+            return codes, None, th.cat([codes.sum(dim=1) / self.n_items, codes.max(dim=1).values, ctx], dim=-1)
+        present = items[..., self.present_index] > 0.5
+        where = Presence(present, present.nonzero()[:, 0])
+        codes = self.item(th.cat([items[present], items.new_zeros((1, self.item_dim))]))
+        own, h = codes[:-1], codes.shape[-1]
+        mean = codes.new_zeros((b, h)).index_add(0, where.owner, own)  # (in item order, as a sum over dim 1)
+        mean = mean / present.sum(dim=1, keepdim=True).to(codes.dtype).clamp(min=1.0)
+        owners = where.owner[:, None].expand(-1, h)
+        top = codes.new_zeros((b, h)).scatter_reduce(0, owners, own, "amax", include_self=False)
+        return codes, where, th.cat([mean, top, ctx], dim=-1)  # (no item present: mean and max 0)
 
-    def _logits(self, codes: th.Tensor, summary: th.Tensor) -> th.Tensor:
-        hidden = self.score_item(codes) + self.score_summary(summary).unsqueeze(1)
-        logits = self.score_out(hidden).squeeze(-1)
+    def _logits(self, codes: th.Tensor, where: Presence | None, summary: th.Tensor) -> th.Tensor:
+        per_obs = self.score_summary(summary)
+        if where is None:
+            logits = self.score_out(self.score_item(codes) + per_obs.unsqueeze(1)).squeeze(-1)
+        else:  # the present items, then every observation's absent items (all-zero rows) at once
+            scored = self.score_item(codes)
+            out = self.score_out(th.cat([scored[:-1] + per_obs[where.owner], scored[-1:] + per_obs])).squeeze(-1)
+            m = where.owner.shape[0]
+            logits = out[m:, None].expand(-1, self.n_items).masked_scatter(where.present, out[:m])
         if self.extra_head is not None:
             logits = th.cat([logits, self.extra_head(summary)], dim=-1)
         return logits
@@ -103,11 +128,11 @@ class SlotScorer(nn.Module):
         return self._logits(*self._encode(x))
 
     def forward_critic(self, x: th.Tensor) -> th.Tensor:
-        return self.value(self._encode(x)[1])
+        return self.value(self._encode(x)[2])
 
     def forward(self, x: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
-        codes, summary = self._encode(x)  # once for both heads
-        return self._logits(codes, summary), self.value(summary)
+        codes, where, summary = self._encode(x)  # once for both heads
+        return self._logits(codes, where, summary), self.value(summary)
 
 
 class UncheckedCategorical(MaskableCategoricalDistribution):

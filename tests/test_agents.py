@@ -135,6 +135,54 @@ def test_masked_paths_equal_sb3_contribs_bit_for_bit(activation):
         assert th.equal(ours, theirs)
 
 
+def _every_row(scorer, x: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
+    """The slot scorer's logits and value with every row encoded and scored, absent ones too (its
+    functions written out directly)."""
+    b, n, d = x.shape[0], scorer.n_items, scorer.item_dim
+    items = x[:, : n * d].reshape(b, n, d)
+    codes = scorer.item(items)
+    present = (items[..., scorer.present_index] > 0.5).unsqueeze(-1).to(codes.dtype)
+    count = present.sum(dim=1)
+    mean = (codes * present).sum(dim=1) / count.clamp(min=1.0)
+    top = th.where(count > 0, (codes * present - (1.0 - present) * 1e4).max(dim=1).values, 0.0)
+    summary = th.cat([mean, top, scorer.ctx(x[:, n * d :])], dim=-1)
+    logits = scorer.score_out(scorer.score_item(codes) + scorer.score_summary(summary).unsqueeze(1)).squeeze(-1)
+    return th.cat([logits, scorer.extra_head(summary)], dim=-1), scorer.value(summary)
+
+
+@pytest.mark.parametrize("activation", ["tanh", "relu"])
+def test_the_slot_scorer_encodes_only_present_items_and_scores_as_if_it_encoded_all(activation):
+    """Logits (absent slots' included), value and gradients as with every row encoded, to float
+    rounding; the item network sees only the present rows and one all-zero row."""
+    model, env = _model("loangym/Ordering-v1", activation)
+    scorer = model.policy.mlp_extractor
+    rng = np.random.default_rng(0)
+    obs, _ = env.reset(seed=0)
+    batch = []
+    for _ in range(40):
+        batch.append(obs)
+        obs, _, done, cut, _ = env.step(int(rng.choice(np.flatnonzero(env.unwrapped.action_masks()))))
+        if done or cut:
+            obs, _ = env.reset()
+    empty = batch[0].copy()
+    empty[: 32 * len(JOB)] = 0.0  # no job waiting
+    x = th.as_tensor(np.array([*batch, empty]))
+    present = x[:, : 32 * len(JOB)].reshape(len(x), 32, len(JOB))[..., JOB.col["present"]] > 0.5
+    assert 0 < present.sum() < present.numel() / 4  # a few slots hold jobs, as in training
+    seen = []
+    hook = scorer.item.register_forward_hook(lambda _m, inputs, _out: seen.append(inputs[0].shape[0]))
+    logits, value = scorer(x)
+    hook.remove()
+    assert seen == [int(present.sum()) + 1]
+    grads = th.autograd.grad((logits.square().sum() + value.sum()), list(scorer.parameters()))
+    want_logits, want_value = _every_row(scorer, x)
+    want = th.autograd.grad((want_logits.square().sum() + want_value.sum()), list(scorer.parameters()))
+    th.testing.assert_close(logits, want_logits, rtol=1e-5, atol=1e-6)
+    th.testing.assert_close(value, want_value, rtol=1e-5, atol=1e-6)
+    for ours, theirs in zip(grads, want, strict=True):
+        th.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-5)
+    th.testing.assert_close(logits[-1, :32], logits[-1, :1].expand(32))  # the empty observation: one absent logit
+
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("runs")
