@@ -209,10 +209,11 @@ class SlotPolicy(MaskableActorCriticPolicy):
     ) -> tuple[th.Tensor, th.Tensor, th.Tensor]:
         if action_masks is None:
             return super().forward(obs, deterministic)
-        log_p, values, _ = self._masked(obs, action_masks)
-        probs = th.softmax(log_p, dim=-1)
-        actions = th.argmax(probs, dim=1) if deterministic else th.multinomial(probs, 1, True).T.reshape(-1)
-        log_prob = log_p.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
+        with th.inference_mode(not th.is_grad_enabled()):  # (the rollouts': no autograd bookkeeping at all)
+            log_p, values, _ = self._masked(obs, action_masks)
+            probs = th.softmax(log_p, dim=-1)
+            actions = th.argmax(probs, dim=1) if deterministic else th.multinomial(probs, 1, True).T.reshape(-1)
+            log_prob = log_p.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
         return actions.reshape((-1, *self.action_space.shape)), values, log_prob  # type: ignore[misc]
 
     def evaluate_actions(
