@@ -3,7 +3,7 @@
 heuristics, its oracles and its agents, on the task's held-out test seeds.
 
     python benchmarks/suite.py [--tasks default,cloud] [--seeds 200000-200009] [--workers 2]
-        [--agents ppo:pretrained/cloud,...] [--json PATH] [--markdown PATH]
+        [--agents ppo:pretrained/cloud,...] [--json PATH] [--markdown PATH] [--check PATH]
 
 Per task it prints each policy's main metric (mean and 95% CI over the seeds), the best
 realistic heuristic, the headroom (how much better the best oracle is than it), and for each
@@ -14,6 +14,11 @@ its 95% CI over the runs (``agents over N runs``); ``--json`` also keeps every p
 per seed. Agents
 default to ``pretrained/<task>`` where that folder exists. A task is run with the same job set
 for every policy (``scenarios.build``), so the per-seed differences are paired.
+
+``--check PATH`` compares every figure of the run, seed by seed, with a leaderboard ``--json``
+wrote (``benchmarks/data/suite.json`` is the README's): each figure that differs by more than
+1e-9 of itself, or that PATH does not hold, is printed, and the exit status is 1 if any does
+(the README's figures are reproduced to the digit where it is 0).
 """
 
 from __future__ import annotations
@@ -169,6 +174,46 @@ def render(task: suite.BenchTask, rows: Sequence[Row], seeds: Sequence[int]) -> 
     return [*lines, ""]
 
 
+CHECK_REL = 1e-9
+"""How far a figure may be from the recorded one under ``--check``: the recorded file's throughput
+rates came from a fit whose last bits followed the CPU (moved since by at most 7e-13)."""
+
+Recorded = dict[tuple[str, str], dict[str, float]]
+"""(task, policy) -> seed (as text) -> figure, from a leaderboard written by ``--json``"""
+
+
+def recorded(path: Path) -> Recorded:
+    """The per-seed figures of the leaderboard at ``path`` (``ConfigError`` in one sentence if it
+    cannot be read as one)."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        return {
+            (str(task["task"]), str(row["policy"])): {str(k): float(v) for k, v in row["per_seed"].items()}
+            for task in doc
+            for row in task["rows"]
+        }
+    except OSError as e:
+        raise ConfigError(f"--check {path}: cannot read it ({e.strerror}).") from None
+    except (ValueError, TypeError, KeyError, AttributeError):
+        raise ConfigError(f"--check {path}: not a leaderboard written by suite.py --json.") from None
+
+
+def differences(task: str, per_seed: dict[str, dict[int, float]], want: Recorded, source: str) -> tuple[list[str], int]:
+    """The figures of ``per_seed`` (policy -> seed -> figure, one task's) that ``want`` does not
+    hold or holds otherwise (beyond :data:`CHECK_REL`), as lines to print; and how many were
+    compared."""
+    out, n = [], 0
+    for policy, figures in per_seed.items():
+        for seed, got in figures.items():
+            n += 1
+            expected = want.get((task, policy), {}).get(str(seed))
+            if expected is None:
+                out.append(f"check: {policy} on {task} seed {seed}: {got!r} here, none in {source}")
+            elif abs(got - expected) > CHECK_REL * abs(expected):
+                out.append(f"check: {policy} on {task} seed {seed}: {got!r} here, {expected!r} in {source}")
+    return out, n
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--tasks", default=",".join(suite.TASKS), help="tasks to run (default: all)")
@@ -178,10 +223,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--backend", default="local", choices=("local", "ray"), help="where runs go (default local)")
     p.add_argument("--json", default=None, metavar="PATH", help="also write the leaderboard as JSON")
     p.add_argument("--markdown", default=None, metavar="PATH", help="also write it as markdown")
+    p.add_argument(
+        "--check",
+        default=None,
+        metavar="PATH",
+        help="compare every figure with a leaderboard --json wrote; exit 1 if any differs",
+    )
     args = p.parse_args(argv)
     out_md: list[str] = []
     out_json: list[dict[str, object]] = []
+    differ: list[str] = []
+    compared = 0
     try:
+        want = recorded(Path(args.check)) if args.check else None
         chosen = [suite.get(n) for n in ev.parse_names(args.tasks, "task")]
         for task in chosen:
             seeds = smoke.seeds(ev.parse_seeds(args.seeds) if args.seeds else list(task.test_seeds))
@@ -189,6 +243,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows, per_seed = run_task(task, seeds, agents, args.workers, args.backend)
             lines = render(task, rows, seeds)
             print("\n".join(lines), flush=True)
+            if want is not None:
+                lines_off, n = differences(task.name, per_seed, want, args.check)
+                for line in lines_off:
+                    print(line, flush=True)
+                differ, compared = differ + lines_off, compared + n
             out_md.extend(lines)
             out_json.append(
                 {
@@ -207,6 +266,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         atomic_write(Path(args.markdown), "\n".join(out_md) + "\n")
     if args.json:
         atomic_write(Path(args.json), json.dumps(out_json, indent=1) + "\n")
+    if args.check:
+        if differ:
+            print(f"check: {len(differ)} of {compared} figures differ from {args.check}")
+            return 1
+        print(f"check: all {compared} figures as in {args.check} (to {CHECK_REL:g} of each)")
     return 0
 
 

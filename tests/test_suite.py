@@ -101,6 +101,38 @@ def test_suite_refuses_an_unknown_task_with_exit_2(capsys: pytest.CaptureFixture
     assert "unknown task 'nope'" in capsys.readouterr().err
 
 
+def test_suite_check_reproduces_the_recorded_leaderboard_on_a_seed(capsys: pytest.CaptureFixture[str]) -> None:
+    """Every policy of `default` (heuristics, oracles, the shipped agent) on its first test seed,
+    against benchmarks/data/suite.json: the README's figures to the digit."""
+    recorded = ROOT / "benchmarks" / "data" / "suite.json"
+    assert board.main(["--tasks", "default", "--seeds", "200000", "--check", str(recorded)]) == 0
+    task = suite.get("default")
+    figures = len(task.heuristics) + len(task.oracles) + 1
+    assert f"check: all {figures} figures as in {recorded}" in capsys.readouterr().out
+
+
+def test_suite_check_names_each_figure_that_differs_or_is_missing() -> None:
+    want = {("t", "a"): {"1": 10.0, "2": 20.0}}
+    lines, n = board.differences("t", {"a": {1: 10.0 + 1e-12, 2: 20.0 * (1 + 1e-6), 3: 5.0}}, want, "F")
+    assert n == 3
+    assert lines == [
+        f"check: a on t seed 2: {20.0 * (1 + 1e-6)!r} here, 20.0 in F",
+        "check: a on t seed 3: 5.0 here, none in F",
+    ]
+    assert board.differences("t", {"b": {1: 1.0}}, want, "F")[0] == ["check: b on t seed 1: 1.0 here, none in F"]
+
+
+@pytest.mark.parametrize("content", [None, "not json", '{"task": 1}', '[{"task": "t", "rows": [{"policy": "a"}]}]'])
+def test_suite_check_refuses_a_file_that_is_no_leaderboard_with_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str | None
+) -> None:
+    path = tmp_path / "board.json"
+    if content is not None:
+        path.write_text(content)
+    assert board.main(["--tasks", "default", "--check", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: --check {path}: ") and err.count("\n") == 0
+
 @pytest.mark.parametrize("seat", list(headroom.OPTIONS))
 def test_lookahead_is_never_worse_than_its_base(seat: str) -> None:
     """The one-step lookahead in every seat tries the base's own choice, whose playout is the
