@@ -183,6 +183,7 @@ def test_the_slot_scorer_encodes_only_present_items_and_scores_as_if_it_encoded_
         th.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-5)
     th.testing.assert_close(logits[-1, :32], logits[-1, :1].expand(32))  # the empty observation: one absent logit
 
+
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("runs")

@@ -133,6 +133,7 @@ def test_suite_check_refuses_a_file_that_is_no_leaderboard_with_exit_2(
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"error: --check {path}: ") and err.count("\n") == 0
 
+
 @pytest.mark.parametrize("seat", list(headroom.OPTIONS))
 def test_lookahead_is_never_worse_than_its_base(seat: str) -> None:
     """The one-step lookahead in every seat tries the base's own choice, whose playout is the
