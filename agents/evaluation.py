@@ -616,9 +616,14 @@ def sweep(
     """Run the tasks that have no task file under ``out/tasks`` (all if ``out`` is None), saving
     each one's file as soon as it finishes; ``run``: arguments of :func:`execute`. Interrupted
     (see :func:`execute`), it leaves the file of every task that finished, and a rerun with the
-    same ``out`` resumes from them."""
+    same ``out`` resumes from them; it removes the temporary files a writer killed mid-write left
+    there (``SIGKILL`` cannot be held off as other interrupts are), so one sweep at a time may use
+    an ``out`` folder."""
     have: dict[Task, TaskResult] = {}
     if out is not None:
+        for leftover in (out / "tasks").glob(".*.tmp"):  # (atomic_open's temporary files)
+            with contextlib.suppress(FileNotFoundError):
+                leftover.unlink()
         for t in tasks:
             r = load_task(out, t)
             if r is not None:
