@@ -4,7 +4,7 @@
 
     python benchmarks/dagger.py --task contention-none [--base qssf] [--rounds 3] [--episodes 3]
         [--seed 0] [--width 3] [--margins 0,1,2,4,8] [--rollout-margins 1,2,4] [--epochs 30]
-        [--sampled K] [--every N]
+        [--sampled K] [--every N] [--save FOLDER]
 
 ``benchmarks/learnability.py`` labels every option of a decision with its lookahead advantage
 (the metric once the base has played the episode on from it, minus the base choice's) along the
@@ -31,6 +31,10 @@ fixed for all rounds so that a margin means the same in each.
 over K futures redrawn from what the run has seen (``learnability.py``'s ``--sampled``), where the
 default labels with the true future. The deviations it teaches are then ones a policy could
 expect to gain from what it sees. ``--every N`` labels every N-th decision with a choice only.
+
+``--save FOLDER`` writes the round and margin picked on the evaluation seeds as a deviation agent
+(``agents/deviation.py``: ``agent.json`` and ``network.pt``) before the test seeds run;
+``evaluate.py --policies dagger:FOLDER`` plays it. A FOLDER that holds anything else is refused.
 """
 
 from __future__ import annotations
@@ -39,20 +43,20 @@ import argparse
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from agents import deviation as dv
 from agents import smoke
+from agents.provenance import git_commit
 from benchmarks import learnability as ln
 from benchmarks.suite import paired
 from envs.ordering import OrderingEnv
 from envs.sim.config import ConfigError
-
-Predictor = Callable[[np.ndarray], np.ndarray]
 
 
 def rounds(
@@ -67,21 +71,21 @@ def rounds(
     epochs: int = 30,
     samples: int = 0,
     every: int = 1,
-) -> Iterator[tuple[list[ln.Decision], Predictor, float]]:
+) -> Iterator[tuple[list[ln.Decision], dv.NetPredictor, float]]:
     """Per round (one a list of ``seeds``): the decisions it labelled, the predictor fitted on
     them and all earlier rounds', and the margins' unit (round 0's median |advantage|). Round 0
     follows the base; round i > 0 the previous round's predictor, episode k of the round at
     ``rollout_margins[k % len(rollout_margins)]``. ``samples`` and ``every``: as
     :func:`learnability.collect` (with ``samples``, the blind advantages are fitted)."""
     data: list[ln.Decision] = []
-    predict: Predictor | None = None
+    predict: dv.NetPredictor | None = None
     scale, number = 1.0, 0
     for r, round_seeds in enumerate(seeds):
         new: list[ln.Decision] = []
         for k, s in enumerate(round_seeds):
             policy = None
             if predict is not None:
-                policy = ln.deviation(predict, rollout_margins[k % len(rollout_margins)])
+                policy = dv.deviation(predict, rollout_margins[k % len(rollout_margins)])
             new += ln.collect(env, base, [s], width, metric, lower, policy, first=number, samples=samples, every=every)
             number += 1
         if r == 0:
@@ -92,13 +96,13 @@ def rounds(
 
 
 def closed_loop(
-    env: OrderingEnv, base: str, seeds: Sequence[int], width: int, metric: str, policy: ln.Policy | None
+    env: OrderingEnv, base: str, seeds: Sequence[int], width: int, metric: str, policy: dv.Policy | None
 ) -> tuple[list[float], float]:
     """Each seed's ``metric`` with ``policy`` deviating from ``base`` in the seat (None: the base
     every step), and the share of decisions with a choice where it deviated."""
     values, choices, deviations = [], 0, 0
     for s in seeds:
-        metrics, c, d = ln.episode(env, base, s, width, policy)
+        metrics, c, d = dv.episode(env, base, s, width, policy)
         if metrics.get("jobs_unfinished"):
             raise RuntimeError(f"seed {s}: {metrics['jobs_unfinished']} jobs unfinished")
         values.append(float(metrics[metric]))
@@ -121,6 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--rollout-margins", default="1,2,4", help="margins of the rounds' rollouts, episode by episode (default 1,2,4)"
     )
     p.add_argument("--epochs", type=int, default=30, help="passes over the data per fit (default 30)")
+    p.add_argument("--save", default=None, help="write the picked round and margin as a deviation agent here")
     ln.add_label_arguments(p)
     args = p.parse_args(argv)
     try:
@@ -135,6 +140,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ConfigError("--rounds, --episodes, --width and --epochs must be at least 1.")
         task, base, env = ln.setup(args.task, args.base)
         ln.check_label_arguments(args, env)
+        save = None if args.save is None else Path(args.save)
+        if save is not None and save.exists():
+            if not save.is_dir():
+                raise ConfigError(f"--save {save} is a file, not a folder.")
+            other = sorted(p.name for p in save.iterdir() if p.name not in (dv.AGENT_FILE, dv.NETWORK_FILE))
+            if other:
+                raise ConfigError(
+                    f"--save {save} holds other files ({', '.join(other)}): give a new or an agent's folder."
+                )
         train = task.train_seeds
         if not train.start <= args.seed <= train.stop - (args.rounds + 1) * args.episodes:
             raise ConfigError(
@@ -160,7 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         flush=True,
     )
     best: tuple[float, int, float] | None = None
-    predictors: list[Predictor] = []
+    predictors: list[dv.NetPredictor] = []
     for r, (new, predict, scale) in enumerate(
         rounds(
             *(env, base, round_seeds, args.width, metric, lower, rollout_margins, args.seed, args.epochs),
@@ -177,15 +191,26 @@ def main(argv: Sequence[str] | None = None) -> int:
             flush=True,
         )
         for m in margins:
-            values, dev = closed_loop(env, base, eval_seeds, args.width, metric, ln.deviation(predict, m))
+            values, dev = closed_loop(env, base, eval_seeds, args.width, metric, dv.deviation(predict, m))
             mean = statistics.fmean(values)
             print(f"  margin {m:g}: {mean:,.1f} ({mean / ref - 1:+.1%} vs {base}), deviating at {dev:.1%}", flush=True)
             if best is None or sign * mean < sign * best[0]:
                 best = (mean, r, m)
     assert best is not None
-    _, r, m = best
+    mean, r, m = best
+    if save is not None:
+        record = {
+            "task": task.name,
+            "round": r,
+            "unit": scale,
+            "evaluation": {"seeds": [eval_seeds[0], eval_seeds[-1]], metric: mean, base: ref},
+            "command": " ".join(["python", "benchmarks/dagger.py", *(sys.argv[1:] if argv is None else argv)]),
+            "commit": git_commit(),
+        }
+        dv.save(save, predictors[r].net, base, args.width, m, env.slots, record)
+        print(f"saved round {r} at margin {m:g} to {save}", flush=True)
     base_test, _ = closed_loop(env, base, test_seeds, args.width, metric, None)
-    test, dev = closed_loop(env, base, test_seeds, args.width, metric, ln.deviation(predictors[r], m))
+    test, dev = closed_loop(env, base, test_seeds, args.width, metric, dv.deviation(predictors[r], m))
     diff, ci = paired(test, base_test)
     half = "n/a" if ci is None else f"{ci:,.1f}"
     print(

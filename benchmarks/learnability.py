@@ -33,7 +33,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,9 +43,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agents import smoke
 from agents import tasks as suite
+from agents.deviation import NetPredictor, Policy, deviation, episode, network
 from envs import lookahead
 from envs.core import Core
-from envs.obs import JOB
 from envs.ordering import OrderingEnv
 from envs.sim.config import ConfigError
 
@@ -62,62 +62,6 @@ class Decision:
     def target(self) -> np.ndarray:
         """What a network learns: the blind advantages where there are some, else the true ones."""
         return self.advantages if self.blind is None else self.blind
-
-
-Policy = Callable[[np.ndarray], int]
-"""Which option to take at a decision, from its options' features (0: the base's own choice)."""
-
-
-def features(obs: np.ndarray, slots: int, visible: Sequence[int], jobs: Sequence[int | None]) -> np.ndarray:
-    """One row per option of ``jobs`` (the base's choice first, None: advance): the option's job
-    row, its difference to the base choice's row, the cluster features, whether it is "advance"."""
-    n_job = len(JOB)
-    rows = obs[: slots * n_job].reshape(slots, n_job)
-    cluster = obs[slots * n_job :]
-    picks = [slots if j is None else visible.index(j) for j in jobs]
-    chosen = rows[picks[0]] if picks[0] < slots else np.zeros(n_job, np.float32)
-    feats = [
-        np.concatenate([r, r - chosen, cluster, [float(p == slots)]])
-        for p in picks
-        for r in [rows[p] if p < slots else np.zeros(n_job, np.float32)]
-    ]
-    return np.asarray(feats, np.float32)
-
-
-def episode(
-    env: OrderingEnv,
-    base: str,
-    seed: int,
-    width: int,
-    policy: Policy | None = None,
-    visit: Callable[[list[int | None], np.ndarray, bool], None] | None = None,
-) -> tuple[dict, int, int]:
-    """Play episode ``seed`` of the ordering env with ``base`` in the seat, except where ``policy``
-    takes another of its options (:func:`lookahead.ordering_jobs`, ``width`` beside the base's
-    choice). At each decision with a choice, before acting, ``visit`` sees the options, their
-    features and whether an earlier decision departed from the base (the env's core is then at
-    that decision). Returns the episode's metrics, its decisions with a choice and its deviations."""
-    slots = env.slots
-    obs, info = env.reset(options={"scenario_seed": seed})
-    choices = deviations = 0
-    while "metrics" not in info:
-        a = env.expert_action(base)
-        if policy is not None or visit is not None:
-            visible = env.visible
-            mine = None if a == slots else visible[a]
-            jobs = lookahead.ordering_jobs(env.core, mine, visible, env.fits, slots, width)
-            if len(jobs) > 1:
-                feats = features(obs, slots, visible, jobs)
-                if visit is not None:
-                    visit(jobs, feats, deviations > 0)
-                choices += 1
-                k = policy(feats) if policy is not None else 0
-                if k:
-                    deviations += 1
-                    job = jobs[k]
-                    a = slots if job is None else visible.index(job)
-        obs, _, _, _, info = env.step(a)
-    return info["metrics"], choices, deviations
 
 
 def collect(
@@ -183,9 +127,7 @@ def scale_of(decisions: Sequence[Decision]) -> float:
     return float(np.median(np.abs(np.concatenate([d.target[1:] for d in decisions])))) or 1.0
 
 
-def fit(
-    decisions: Sequence[Decision], scale: float, seed: int, epochs: int = 30, reseed: bool = True
-) -> Callable[[np.ndarray], np.ndarray]:
+def fit(decisions: Sequence[Decision], scale: float, seed: int, epochs: int = 30, reseed: bool = True) -> NetPredictor:
     """A small network fitted to each option's advantage (in units of ``scale``, clipped at 20)
     relative to the base choice's; returns the predictor of an option array's relative advantages.
     ``seed`` orders the passes, and seeds torch's initialisation unless ``reseed`` is False."""
@@ -194,10 +136,7 @@ def fit(
     th.set_num_threads(1)
     if reseed:
         th.manual_seed(seed)
-    width = decisions[0].features.shape[1]
-    net = th.nn.Sequential(
-        th.nn.Linear(width, 64), th.nn.ReLU(), th.nn.Linear(64, 64), th.nn.ReLU(), th.nn.Linear(64, 1)
-    )
+    net = network(decisions[0].features.shape[1])
     opt = th.optim.Adam(net.parameters(), 1e-3, weight_decay=1e-4)
     xs = [th.from_numpy(d.features) for d in decisions]
     ys = [th.from_numpy(np.clip(d.target / scale, -20, 20).astype(np.float32)) for d in decisions]
@@ -209,25 +148,7 @@ def fit(
             opt.zero_grad()
             loss.backward()
             opt.step()
-
-    def predict(feats: np.ndarray) -> np.ndarray:
-        with th.no_grad():
-            p = net(th.from_numpy(feats)).squeeze(-1).numpy()
-        return p - p[0]
-
-    return predict
-
-
-def deviation(predict: Callable[[np.ndarray], np.ndarray], margin: float) -> Policy:
-    """The option with the best predicted advantage where it beats the base's choice by more
-    than ``margin`` (in the predictor's units), else the base's choice."""
-
-    def policy(feats: np.ndarray) -> int:
-        p = predict(feats)
-        c = int(np.argmin(p))
-        return c if p[c] < -margin else 0
-
-    return policy
+    return NetPredictor(net)
 
 
 def held_out(

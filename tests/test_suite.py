@@ -407,9 +407,9 @@ def test_dagger_labels_the_states_its_own_deviations_reach() -> None:
     assert any(d.off for d in second) and {d.episode for d in second} == {2, 3}
     assert all(d.advantages[0] == 0.0 for d in second)
     base, _ = dagger.closed_loop(env, "fifo", [1, 3], 2, "avg_jct_s", None)
-    never, deviating = dagger.closed_loop(env, "fifo", [1, 3], 2, "avg_jct_s", dagger.ln.deviation(predict, 1e9))
+    never, deviating = dagger.closed_loop(env, "fifo", [1, 3], 2, "avg_jct_s", dagger.dv.deviation(predict, 1e9))
     assert never == base and deviating == 0.0
-    _, deviating = dagger.closed_loop(env, "fifo", [1, 3], 2, "avg_jct_s", dagger.ln.deviation(predict, 0.0))
+    _, deviating = dagger.closed_loop(env, "fifo", [1, 3], 2, "avg_jct_s", dagger.dv.deviation(predict, 0.0))
     assert deviating > 0.0
 
 
