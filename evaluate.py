@@ -13,7 +13,8 @@ tuple-valued value: ``--set cluster.training_mix=V100-32GB:6;A100-40GB:4``). A k
 field, ``policy.<field>`` (every policy listed) or ``<policy>.<field>`` (that policy alone: the
 others run once per scenario setting, and the ratios compare each run with the reference at the
 same scenario settings). ``ppo:RUN`` evaluates
-the agents of a train.py run folder with the components it was trained with.
+the agents of a train.py run folder with the components it was trained with; ``dagger:FOLDER``
+a deviation agent that ``benchmarks/dagger.py --save`` wrote (its base heuristic in every seat).
 
 Prints mean over seeds per policy, with the ratio to ``--reference`` (policy mean / reference
 mean: below 1 on times means faster than the reference). With ``--out``: results.json (runs,
@@ -56,7 +57,9 @@ TABLE = {
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
-    p.add_argument("--policies", default="fifo,sjf,tiresias", help="comma-separated policy names and ppo:RUN_DIR")
+    p.add_argument(
+        "--policies", default="fifo,sjf,tiresias", help="comma-separated policy names, ppo:RUN_DIR and dagger:FOLDER"
+    )
     p.add_argument("--scenarios", "--scenario", dest="scenarios", default=None, help="scenario names (see --list)")
     p.add_argument(
         "--seeds",
@@ -113,8 +116,8 @@ def plan(args: argparse.Namespace) -> tuple[list[ev.Task], str]:
     tasks = ev.plan(policies, scenario_names, seeds, grid)
     labels = list(dict.fromkeys(t.policy for t in tasks))
     reference = args.reference or labels[0]
-    if reference.startswith(ev.AGENT_PREFIX) and reference not in labels:
-        reference = ev.AGENT_PREFIX + Path(reference.removeprefix(ev.AGENT_PREFIX)).resolve().name
+    if trained.is_agent(reference) and reference not in labels:
+        reference = trained.agent_label(reference)
     if reference not in labels:
         raise ConfigError(f"--reference {reference} is not one of the evaluated policies: {', '.join(labels)}.")
     return tasks, reference
@@ -128,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     from heuristics import registry
 
     if args.list:
-        console.print("policies: " + ", ".join(registry.names()) + ", ppo:RUN_DIR")
+        console.print("policies: " + ", ".join(registry.names()) + ", ppo:RUN_DIR, dagger:FOLDER")
         console.print("scenarios: " + ", ".join(scenarios.names()))
         return 0
     if args.list_settings is not None:

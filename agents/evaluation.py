@@ -60,7 +60,7 @@ import numpy as np
 from scipy import stats
 
 from agents.provenance import git_commit
-from agents.trained import AGENT_PREFIX, AgentSpec, Models, check_agent, episode, file_digest, load_agent
+from agents.trained import AgentSpec, Models, check_agent, episode, file_digest, is_agent, load_agent
 from envs.sim import scenarios
 from envs.sim.config import ConfigError, SettingInfo, describe
 from envs.sim.engine import DecisionError, SimResult
@@ -288,7 +288,7 @@ def plan(
     user's error before anything runs or is written."""
     agents: dict[str, AgentSpec] = {}
     for p in policies:
-        if p.startswith(AGENT_PREFIX):
+        if is_agent(p):
             agents[p] = load_agent(p)
         else:
             registry.entry(p)

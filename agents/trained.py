@@ -1,7 +1,9 @@
-"""Trained agents of a train.py run folder, for evaluation: ``ppo:RUN`` -> :class:`AgentSpec`
-(components, job slots, reward and checkpoints from config.yaml, layout.json and checkpoints/),
+"""Trained agents, for evaluation: ``ppo:RUN``, the agents of a train.py run folder (components,
+job slots, reward and checkpoints from config.yaml, layout.json and checkpoints/), and
+``dagger:FOLDER``, a deviation agent (``agents/deviation.py``: a heuristic in every seat that gives
+way in the ordering seat where its network predicts a better option), each -> :class:`AgentSpec`;
 the observation-layout check against the envs built for a scenario, and one deterministic episode
-with both agents in their seats of :class:`envs.core.Core` (:func:`episode`).
+with the agents in their seats of :class:`envs.core.Core` (:func:`episode`).
 
 torch, sb3 and the RL envs are imported only when an agent is used.
 """
@@ -21,9 +23,21 @@ from envs.core import Components
 from envs.sim.config import ConfigError
 from envs.sim.engine import SimResult
 
-AGENT_PREFIX = "ppo:"
-#: checkpoint bytes of each agent pair, by digest: (ordering .zip, placement .zip)
+AGENT_PREFIX, DAGGER_PREFIX = "ppo:", "dagger:"
+#: the files of each agent, by digest: (ordering .zip, placement .zip), or a deviation agent's
+#: (network.pt, agent.json)
 Models = Mapping[str, tuple[bytes, bytes]]
+
+
+def is_agent(policy: str) -> bool:
+    """Whether ``policy`` names a trained agent (``ppo:RUN`` or ``dagger:FOLDER``), not a heuristic."""
+    return policy.startswith((AGENT_PREFIX, DAGGER_PREFIX))
+
+
+def agent_label(policy: str) -> str:
+    """The name in results of agent ``policy``: its prefix and its folder's name."""
+    prefix = DAGGER_PREFIX if policy.startswith(DAGGER_PREFIX) else AGENT_PREFIX
+    return prefix + Path(policy.removeprefix(prefix)).resolve().name
 
 
 @dataclass(frozen=True)
@@ -33,7 +47,10 @@ class AgentSpec:
     :param run: the run folder as given; ``label``: ``ppo:<folder name>``, the policy's name in
         results; ``checkpoints``: the (ordering, placement) files used; ``digest``: SHA-1 of both.
     :param max_jobs: job slots of the ordering agent; ``num_servers``: servers the placement agent
-        was trained for; the other fields are the run's heuristic components and reward."""
+        was trained for; the other fields are the run's heuristic components and reward.
+    :param kind: ``ppo`` (a run folder's agents) or ``dagger`` (a deviation agent: its
+        ``checkpoints`` are network.pt and agent.json, no placement agent, its base heuristic in
+        every seat)."""
 
     run: str
     label: str
@@ -43,6 +60,7 @@ class AgentSpec:
     num_servers: int
     components: Components
     reward: str
+    kind: str = "ppo"
 
     def core_kwargs(self, scenario: str, overrides: tuple[tuple[str, str], ...]) -> dict[str, Any]:
         return dict(scenario=scenario, overrides=dict(overrides), components=self.components, reward=self.reward)
@@ -50,7 +68,10 @@ class AgentSpec:
 
 def load_agent(spec: str) -> AgentSpec:
     """``ppo:RUN`` -> the run's agents (best checkpoints, else latest, of the run's last commit:
-    :func:`agents.rundir.checkpoint_files`); a missing or unusable run folder is a ConfigError."""
+    :func:`agents.rundir.checkpoint_files`); ``dagger:FOLDER`` -> the deviation agent there. A
+    missing or unusable folder is a ConfigError."""
+    if spec.startswith(DAGGER_PREFIX):
+        return _load_dagger(Path(spec.removeprefix(DAGGER_PREFIX)))
     from agents.rundir import RunDirError, checkpoint_files, load_config, load_layout
     from envs.obs import OBS_VERSION
 
@@ -92,6 +113,40 @@ def load_agent(spec: str) -> AgentSpec:
     return agent
 
 
+def _load_dagger(path: Path) -> AgentSpec:
+    """The deviation agent of ``path`` (read and loaded now, kept for this process)."""
+    from agents import deviation
+
+    files = (deviation.NETWORK_FILE, deviation.AGENT_FILE)
+    missing = [f for f in files if not (path / f).is_file()]
+    if missing:
+        raise ConfigError(f"{path}: no {' or '.join(missing)}; is it a folder that dagger.py --save wrote?")
+    blobs = ((path / files[0]).read_bytes(), (path / files[1]).read_bytes())
+    loaded = _parse_dagger(path, blobs)
+    digest = hashlib.sha1(b"".join(hashlib.sha1(b).hexdigest().encode() for b in blobs)).hexdigest()
+    _LOADED[digest] = (loaded, None)
+    return AgentSpec(
+        run=str(path),
+        label=DAGGER_PREFIX + path.resolve().name,
+        checkpoints=files,
+        digest=digest,
+        max_jobs=loaded.max_jobs,
+        num_servers=-1,
+        components=Components(*[loaded.base] * len(Components.SEATS)),
+        reward="jct",
+        kind="dagger",
+    )
+
+
+def _parse_dagger(path: Path, blobs: tuple[bytes, bytes]) -> Any:
+    import torch as th
+
+    from agents.deviation import parse
+
+    th.set_num_threads(1)
+    return parse(path, blobs[1], blobs[0])
+
+
 def _check_loads(agent: AgentSpec, layout: Mapping[str, Any]) -> None:
     """Load both checkpoints now (and keep them for this process): one that this code cannot
     load, or whose observation size is not the one in layout.json, is a user error."""
@@ -121,7 +176,10 @@ def _check_loads(agent: AgentSpec, layout: Mapping[str, Any]) -> None:
 def check_agent(agent: AgentSpec, scenario: str, overrides: tuple[tuple[str, str], ...]) -> None:
     """Raise ConfigError if the envs built for this scenario do not match the run's layout.json
     (job slots and observation sizes; a placement agent for another cluster size is not an error:
-    it is replaced by the placement heuristic, see :func:`episode`)."""
+    it is replaced by the placement heuristic, see :func:`episode`). A deviation agent's
+    observation is the same on every scenario (:data:`agents.deviation.FEATURES`)."""
+    if agent.kind == "dagger":
+        return
     from agents.rundir import load_layout
     from envs.ordering import OrderingEnv
     from envs.placement import PlacementEnv
@@ -158,7 +216,8 @@ _LOADED: dict[str, tuple[Any, Any]] = {}
 
 
 def load_models(agent: AgentSpec, models: Models | None) -> tuple[Any, Any]:
-    """(ordering, placement) MaskablePPO models, loaded once per process (one torch thread)."""
+    """(ordering, placement) MaskablePPO models, or (the deviation agent, None), loaded once per
+    process (one torch thread)."""
     import torch as th
 
     th.set_num_threads(1)
@@ -166,7 +225,10 @@ def load_models(agent: AgentSpec, models: Models | None) -> tuple[Any, Any]:
         from sb3_contrib import MaskablePPO
 
         blobs = models[agent.digest] if models and agent.digest in models else model_bytes([agent])[agent.digest]
-        _LOADED[agent.digest] = tuple(MaskablePPO.load(io.BytesIO(b), device="cpu") for b in blobs)  # type: ignore[assignment]
+        if agent.kind == "dagger":
+            _LOADED[agent.digest] = (_parse_dagger(Path(agent.run), blobs), None)
+        else:
+            _LOADED[agent.digest] = tuple(MaskablePPO.load(io.BytesIO(b), device="cpu") for b in blobs)  # type: ignore[assignment]
     return _LOADED[agent.digest]
 
 
@@ -194,8 +256,16 @@ def episode(
     from envs.sim import scenarios
     from envs.sim.scenarios.base import servers_of
 
-    notes = []
+    notes: list[str] = []
     ordering, placement = load_models(agent, models)
+    kw = dict(agent.core_kwargs(scenario, overrides), series=True, borrowing=borrowing)
+    if agent.kind == "dagger":
+        from envs.ordering import OrderingEnv
+
+        env = OrderingEnv(max_jobs=agent.max_jobs, **kw)
+        ordering.play(env, seed)
+        assert env.core.result is not None
+        return env.core.result, notes
     servers = len(servers_of(scenarios.get(scenario, dict(overrides)).cluster))
     if servers != agent.num_servers:
         placement = None
@@ -203,7 +273,6 @@ def episode(
             f"placement by heuristic '{agent.components.placement}': the scenario has {servers} servers, "
             f"the placement agent was trained for {agent.num_servers}"
         )
-    config = CoreConfig.from_kwargs(**agent.core_kwargs(scenario, overrides), series=True, borrowing=borrowing)
-    result = play_episode(config, seed, ordering, placement, agent.max_jobs).result
+    result = play_episode(CoreConfig.from_kwargs(**kw), seed, ordering, placement, agent.max_jobs).result
     assert result is not None
     return result, notes

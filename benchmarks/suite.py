@@ -39,7 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from agents import evaluation as ev
 from agents import smoke
 from agents import tasks as suite
-from agents.trained import AGENT_PREFIX
+from agents.deviation import AGENT_FILE
+from agents.trained import AGENT_PREFIX, DAGGER_PREFIX
 from envs.sim.config import ConfigError
 from envs.sim.fileio import atomic_write
 
@@ -66,9 +67,12 @@ def paired(a: Sequence[float], b: Sequence[float]) -> tuple[float, float | None]
 
 
 def default_agents(task: suite.BenchTask) -> list[str]:
-    """``pretrained/<task>`` (or, for a task without training, ``pretrained/contention-none``) where it exists."""
+    """``pretrained/<task>`` (or, for a task without training, ``pretrained/contention-none``) where it
+    exists, and the deviation agent ``pretrained/<task>-dagger`` where there is one."""
     folder = ROOT / "pretrained" / (task.name if task.trained else "contention-none")
-    return [AGENT_PREFIX + str(folder)] if (folder / "config.yaml").is_file() else []
+    dagger = ROOT / "pretrained" / f"{task.name}-dagger"
+    out = [AGENT_PREFIX + str(folder)] if (folder / "config.yaml").is_file() else []
+    return out + ([DAGGER_PREFIX + str(dagger)] if (dagger / AGENT_FILE).is_file() else [])
 
 
 def run_task(
@@ -103,10 +107,10 @@ def run_task(
 
 
 def over_runs(rows: Sequence[Row]) -> Row | None:
-    """The agents of one task as independent training runs (e.g. the recipe trained on several
-    seeds): the mean of their means, and of their paired differences to the best heuristic, each
-    with its 95% CI over the runs (Student t); None for fewer than two agents."""
-    agents = [r for r in rows if r.kind == "agent"]
+    """The PPO agents (``ppo:RUN``) of one task as independent training runs (e.g. the recipe
+    trained on several seeds): the mean of their means, and of their paired differences to the best
+    heuristic, each with its 95% CI over the runs (Student t); None for fewer than two of them."""
+    agents = [r for r in rows if r.kind == "agent" and r.policy.startswith(AGENT_PREFIX)]
     if len(agents) < 2:
         return None
     mean, ci = _t_interval([r.mean for r in agents])
@@ -218,7 +222,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--tasks", default=",".join(suite.TASKS), help="tasks to run (default: all)")
     p.add_argument("--seeds", default=None, help="seeds instead of each task's 40 test seeds, e.g. 200000-200004")
-    p.add_argument("--agents", default=None, help="agents (ppo:RUN_DIR,...) instead of pretrained/<task>")
+    p.add_argument("--agents", default=None, help="agents (ppo:RUN, dagger:FOLDER, ...) instead of pretrained/<task>")
     p.add_argument("--workers", type=int, default=1, help="processes (default 1)")
     p.add_argument("--backend", default="local", choices=("local", "ray"), help="where runs go (default local)")
     p.add_argument("--json", default=None, metavar="PATH", help="also write the leaderboard as JSON")

@@ -438,3 +438,74 @@ def test_the_deadline_ceiling_counts_the_deadlines_a_job_could_meet_alone() -> N
 
     assert ceiling("1.1", "0.5,24") == 1.0
     assert 0.0 < ceiling("0.5", "0,0") < 0.5
+
+
+def test_a_saved_deviation_agent_plays_in_evaluate_as_in_the_closed_loop(tmp_path: Path) -> None:
+    """``dagger:FOLDER`` replays dagger.py's closed loop to the digit: the network deviates (margin
+    0), so it is not its base; at a margin no prediction passes it is its base in the seat."""
+    import torch as th
+
+    from agents import deviation as dv
+    from agents import evaluation as ev
+
+    th.manual_seed(0)
+    net = dv.network()
+    sets = {"workload.synthetic.num_jobs": "30"}
+    env = learnability.OrderingEnv(
+        max_jobs=32, scenario="default", overrides=sets, **dict.fromkeys(Components.SEATS, "sjf")
+    )
+    figures = {}
+    for margin in (0.0, 1e9):
+        folder = tmp_path / f"m{margin:g}"
+        dv.save(folder, net, "sjf", 2, margin, 32, {"task": "test"})
+        loop, deviating = dagger.closed_loop(
+            env, "sjf", [1, 2], 2, "avg_jct_s", dv.deviation(dv.NetPredictor(net), margin)
+        )
+        assert (deviating > 0.0) == (margin == 0.0)
+        results = ev.execute(ev.plan(["sjf", f"dagger:{folder}"], ["default"], [1, 2], [sets]), workers=1)
+        figures[margin] = {(r.task.policy, r.task.seed): r.metrics["avg_jct_s"] for r in results}
+        assert [figures[margin][(f"dagger:m{margin:g}", s)] for s in (1, 2)] == loop
+    assert [figures[1e9][("dagger:m1e+09", s)] for s in (1, 2)] == [figures[1e9][("sjf", s)] for s in (1, 2)]
+    assert figures[0.0][("dagger:m0", 1)] != figures[0.0][("sjf", 1)]
+
+
+def test_a_deviation_agent_folder_that_does_not_load_is_one_sentence(tmp_path: Path) -> None:
+    import torch as th
+
+    from agents import deviation as dv
+    from agents import evaluation as ev
+
+    folder = tmp_path / "agent"
+    with pytest.raises(ConfigError, match=r"agent: no network.pt or agent.json; is it a folder that dagger.py"):
+        ev.plan([f"dagger:{folder}"], ["default"], [1])
+    th.manual_seed(0)
+    dv.save(folder, dv.network(), "sjf", 2, 1.0, 32, {})
+    record = json.loads((folder / "agent.json").read_text())
+    for change, match in (
+        ({"margin": -1}, r"agent: not a deviation agent that this code loads \(agent.json's margin must be"),
+        ({"obs_version": 1}, r"agent: its network was trained for observation layout 1 .*; retrain it\."),
+        ({"base": None}, r"agent: not a deviation agent .*needs a base heuristic's name"),
+        ({"kind": "ppo"}, r"agent: not a deviation agent .*no \"kind\": \"dagger\""),
+    ):
+        (folder / "agent.json").write_text(json.dumps(record | change))
+        with pytest.raises(ConfigError, match=match):
+            ev.plan([f"dagger:{folder}"], ["default"], [1])
+    (folder / "agent.json").write_text(json.dumps({k: v for k, v in record.items() if k != "width"}))
+    with pytest.raises(ConfigError, match="agent: agent.json has no field 'width'"):
+        ev.plan([f"dagger:{folder}"], ["default"], [1])
+    (folder / "agent.json").write_text(json.dumps(record))
+    (folder / "network.pt").write_bytes(b"not a network")
+    with pytest.raises(ConfigError, match="agent: not a deviation agent that this code loads"):
+        ev.plan([f"dagger:{folder}"], ["default"], [1])
+    dv.save(folder, dv.network(), "sjf", 2, 1.0, 32, {})
+    with pytest.raises(ConfigError, match="none"):  # its base reads durations, which that level hides
+        ev.plan([f"dagger:{folder}"], ["default"], [1], [{"information.level": "none"}])
+
+
+def test_dagger_save_refuses_a_folder_with_other_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "notes.txt").write_text("mine")
+    assert dagger.main(["--task", "default", "--save", str(tmp_path)]) == 2
+    assert dagger.main(["--task", "default", "--save", str(tmp_path / "notes.txt")]) == 2
+    err = capsys.readouterr().err
+    assert "holds other files (notes.txt)" in err and "is a file, not a folder" in err
+    assert (tmp_path / "notes.txt").read_text() == "mine"
