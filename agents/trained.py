@@ -62,6 +62,12 @@ class AgentSpec:
     reward: str
     kind: str = "ppo"
 
+    @property
+    def paths(self) -> tuple[Path, Path]:
+        """Where the two ``checkpoints`` are."""
+        folder = Path(self.run) if self.kind == "dagger" else Path(self.run) / "checkpoints"
+        return folder / self.checkpoints[0], folder / self.checkpoints[1]
+
     def core_kwargs(self, scenario: str, overrides: tuple[tuple[str, str], ...]) -> dict[str, Any]:
         return dict(scenario=scenario, overrides=dict(overrides), components=self.components, reward=self.reward)
 
@@ -205,11 +211,7 @@ def _dim(space: Any) -> int:
 def model_bytes(agents: Sequence[AgentSpec]) -> dict[str, tuple[bytes, bytes]]:
     """The checkpoint files of each agent pair, read once by the driver and shipped to workers
     (so that Ray workers on other machines need no copy of the run folder)."""
-    out = {}
-    for a in agents:
-        ck = Path(a.run) / "checkpoints"
-        out[a.digest] = ((ck / a.checkpoints[0]).read_bytes(), (ck / a.checkpoints[1]).read_bytes())
-    return out
+    return {a.digest: (a.paths[0].read_bytes(), a.paths[1].read_bytes()) for a in agents}
 
 
 _LOADED: dict[str, tuple[Any, Any]] = {}
