@@ -102,12 +102,12 @@ def test_suite_refuses_an_unknown_task_with_exit_2(capsys: pytest.CaptureFixture
 
 
 def test_suite_check_reproduces_the_recorded_leaderboard_on_a_seed(capsys: pytest.CaptureFixture[str]) -> None:
-    """Every policy of `default` (heuristics, oracles, the shipped agent) on its first test seed,
+    """Every policy of `default` (heuristics, oracles, the shipped agents) on its first test seed,
     against benchmarks/data/suite.json: the README's figures to the digit."""
     recorded = ROOT / "benchmarks" / "data" / "suite.json"
     assert board.main(["--tasks", "default", "--seeds", "200000", "--check", str(recorded)]) == 0
     task = suite.get("default")
-    figures = len(task.heuristics) + len(task.oracles) + 1
+    figures = len(task.heuristics) + len(task.oracles) + len(board.default_agents(task))
     assert f"check: all {figures} figures as in {recorded}" in capsys.readouterr().out
 
 
@@ -447,6 +447,7 @@ def test_a_saved_deviation_agent_plays_in_evaluate_as_in_the_closed_loop(tmp_pat
 
     from agents import deviation as dv
     from agents import evaluation as ev
+    from agents.trained import model_bytes
 
     th.manual_seed(0)
     net = dv.network()
@@ -462,7 +463,9 @@ def test_a_saved_deviation_agent_plays_in_evaluate_as_in_the_closed_loop(tmp_pat
             env, "sjf", [1, 2], 2, "avg_jct_s", dv.deviation(dv.NetPredictor(net), margin)
         )
         assert (deviating > 0.0) == (margin == 0.0)
-        results = ev.execute(ev.plan(["sjf", f"dagger:{folder}"], ["default"], [1, 2], [sets]), workers=1)
+        tasks = ev.plan(["sjf", f"dagger:{folder}"], ["default"], [1, 2], [sets])
+        shipped = model_bytes([t.agent for t in tasks if t.agent is not None])  # as evaluate.py sends them
+        results = ev.execute(tasks, workers=1, models=shipped)
         figures[margin] = {(r.task.policy, r.task.seed): r.metrics["avg_jct_s"] for r in results}
         assert [figures[margin][(f"dagger:m{margin:g}", s)] for s in (1, 2)] == loop
     assert [figures[1e9][("dagger:m1e+09", s)] for s in (1, 2)] == [figures[1e9][("sjf", s)] for s in (1, 2)]
@@ -491,7 +494,7 @@ def test_a_deviation_agent_folder_that_does_not_load_is_one_sentence(tmp_path: P
         with pytest.raises(ConfigError, match=match):
             ev.plan([f"dagger:{folder}"], ["default"], [1])
     (folder / "agent.json").write_text(json.dumps({k: v for k, v in record.items() if k != "width"}))
-    with pytest.raises(ConfigError, match="agent: agent.json has no field 'width'"):
+    with pytest.raises(ConfigError, match=r"agent: agent\.json has no field 'width'"):
         ev.plan([f"dagger:{folder}"], ["default"], [1])
     (folder / "agent.json").write_text(json.dumps(record))
     (folder / "network.pt").write_bytes(b"not a network")
