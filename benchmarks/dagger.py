@@ -23,7 +23,9 @@ the labels follow the learned policy instead:
 After each round the closed-loop policy plays the task's evaluation seeds at each of
 ``--margins``, beside the base in the same seat (the ordering env with the base's action at
 every step). The round and margin with the best evaluation mean then play the task's test seeds,
-reported as the paired difference to the base in the seat with a 95% CI (Student t over seeds).
+reported as the paired difference to the base in the seat with a 95% CI (Student t over seeds);
+where none beats the base there, the run's policy is the base itself, and it stops (no test
+seeds played, nothing saved).
 Margins are in units of round 0's median |advantage| (of the options beside the base's choice),
 fixed for all rounds so that a margin means the same in each.
 
@@ -110,6 +112,11 @@ def closed_loop(
     return values, deviations / max(choices, 1)
 
 
+def _fig(x: float, sign: str = "") -> str:
+    """A figure as printed: seconds to a tenth, a ratio (deadline hits) to four digits."""
+    return f"{x:{sign},.1f}" if abs(x) >= 1 else f"{x:{sign}.4g}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--task", default="contention-none", help="a task of agents/tasks.py (default: contention-none)")
@@ -170,7 +177,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ref = statistics.fmean(base_eval)
     print(
         f"task {task.name}, base {base}, width {args.width}; {metric} on evaluation seeds "
-        f"{eval_seeds[0]}-{eval_seeds[-1]}: {base} in the seat {ref:,.1f}",
+        f"{eval_seeds[0]}-{eval_seeds[-1]}: {base} in the seat {_fig(ref)}",
         flush=True,
     )
     best: tuple[float, int, float] | None = None
@@ -186,18 +193,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         gain = statistics.fmean(float(d.advantages.min()) for d in new)
         print(
             f"round {r}: seeds {round_seeds[r][0]}-{round_seeds[r][-1]}, {len(new)} decisions "
-            f"({off:.0%} after a deviation), mean best advantage {sign * gain:+,.1f}, unit {scale:,.1f}; "
+            f"({off:.0%} after a deviation), mean best advantage {_fig(sign * gain, '+')}, unit {_fig(scale)}; "
             f"{time.process_time() - start:,.0f} CPU-s so far",
             flush=True,
         )
         for m in margins:
             values, dev = closed_loop(env, base, eval_seeds, args.width, metric, dv.deviation(predict, m))
             mean = statistics.fmean(values)
-            print(f"  margin {m:g}: {mean:,.1f} ({mean / ref - 1:+.1%} vs {base}), deviating at {dev:.1%}", flush=True)
+            print(f"  margin {m:g}: {_fig(mean)} ({mean / ref - 1:+.1%} vs {base}), deviating at {dev:.1%}", flush=True)
             if best is None or sign * mean < sign * best[0]:
                 best = (mean, r, m)
     assert best is not None
     mean, r, m = best
+    if not sign * mean < sign * ref:
+        print(f"no round and margin beat {base} in the seat on the evaluation seeds: the run's policy is {base}")
+        print(f"{(time.process_time() - start) / 60:,.1f} CPU-min")
+        return 0
     if save is not None:
         record = {
             "task": task.name,
@@ -212,11 +223,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     base_test, _ = closed_loop(env, base, test_seeds, args.width, metric, None)
     test, dev = closed_loop(env, base, test_seeds, args.width, metric, dv.deviation(predictors[r], m))
     diff, ci = paired(test, base_test)
-    half = "n/a" if ci is None else f"{ci:,.1f}"
+    half = "n/a" if ci is None else _fig(ci)
     print(
         f"test seeds {test_seeds[0]}-{test_seeds[-1]}, round {r} at margin {m:g} (best on evaluation): "
-        f"{statistics.fmean(test):,.1f} vs {base} {statistics.fmean(base_test):,.1f}, paired difference "
-        f"{diff:+,.1f} +- {half} ({diff / statistics.fmean(base_test):+.2%}), deviating at {dev:.1%}"
+        f"{_fig(statistics.fmean(test))} vs {base} {_fig(statistics.fmean(base_test))}, paired difference "
+        f"{_fig(diff, '+')} +- {half} ({diff / statistics.fmean(base_test):+.2%}), deviating at {dev:.1%}"
     )
     print(f"{(time.process_time() - start) / 60:,.1f} CPU-min")
     return 0

@@ -512,3 +512,27 @@ def test_dagger_save_refuses_a_folder_with_other_files(tmp_path: Path, capsys: p
     err = capsys.readouterr().err
     assert "holds other files (notes.txt)" in err and "is a file, not a folder" in err
     assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_dagger_prints_seconds_to_a_tenth_and_ratios_to_four_digits() -> None:
+    assert [dagger._fig(x) for x in (17032.64, 29.93, 0.94125, -0.002134)] == [
+        "17,032.6",
+        "29.9",
+        "0.9413",
+        "-0.002134",
+    ]
+    assert dagger._fig(-52.01, "+") == "-52.0" and dagger._fig(0.0021, "+") == "+0.0021"
+
+
+def test_dagger_keeps_the_base_where_no_margin_beats_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A margin no prediction passes never deviates, so it cannot beat the base on the evaluation
+    seeds: the run's policy is the base, and nothing is saved or played on the test seeds."""
+    monkeypatch.setenv(smoke.VARIABLE, "1")
+    args = ["--task", "default", "--rounds", "1", "--episodes", "1", "--width", "1", "--epochs", "1"]
+    margins = ["--margins", "1e9", "--rollout-margins", "1e9", "--save", str(tmp_path / "agent")]
+    assert dagger.main(args + margins) == 0
+    out = capsys.readouterr().out
+    assert "no round and margin beat srsf in the seat on the evaluation seeds" in out and "test seeds" not in out
+    assert not (tmp_path / "agent").exists()
