@@ -4,7 +4,7 @@
 
     python benchmarks/dagger.py --task contention-none [--base qssf] [--rounds 3] [--episodes 3]
         [--seed 0] [--width 3] [--margins 0,1,2,4,8] [--rollout-margins 1,2,4] [--epochs 30]
-        [--sampled K] [--every N] [--save FOLDER]
+        [--sampled K] [--every N] [--select-seeds N] [--save FOLDER]
 
 ``benchmarks/learnability.py`` labels every option of a decision with its lookahead advantage
 (the metric once the base has played the episode on from it, minus the base choice's) along the
@@ -25,7 +25,9 @@ After each round the closed-loop policy plays the task's evaluation seeds at eac
 every step). The round and margin with the best evaluation mean then play the task's test seeds,
 reported as the paired difference to the base in the seat with a 95% CI (Student t over seeds);
 where none beats the base there, the run's policy is the base itself, and it stops (no test
-seeds played, nothing saved).
+seeds played, nothing saved). ``--select-seeds N`` adds the last N training seeds of the task (which
+no round may label) to the evaluation seeds for that choice: ten seeds pick by chance among
+deviations within a percent or two of the base.
 Margins are in units of round 0's median |advantage| (of the options beside the base's choice),
 fixed for all rounds so that a margin means the same in each.
 
@@ -132,6 +134,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--rollout-margins", default="1,2,4", help="margins of the rounds' rollouts, episode by episode (default 1,2,4)"
     )
     p.add_argument("--epochs", type=int, default=30, help="passes over the data per fit (default 30)")
+    p.add_argument(
+        "--select-seeds",
+        type=int,
+        default=0,
+        help="pick the round and margin on the evaluation seeds and the task's last N training seeds (default 0)",
+    )
     p.add_argument("--save", default=None, help="write the picked round and margin as a deviation agent here")
     ln.add_label_arguments(p)
     args = p.parse_args(argv)
@@ -157,10 +165,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                     f"--save {save} holds other files ({', '.join(other)}): give a new or an agent's folder."
                 )
         train = task.train_seeds
-        if not train.start <= args.seed <= train.stop - (args.rounds + 1) * args.episodes:
+        if not 0 <= args.select_seeds <= len(train) // 2:
+            raise ConfigError(f"--select-seeds must be between 0 and {len(train) // 2}, got {args.select_seeds}.")
+        last = train.stop - args.select_seeds  # the selection's training seeds begin here
+        if not train.start <= args.seed <= last - (args.rounds + 1) * args.episodes:
             raise ConfigError(
                 f"--seed must leave the {(args.rounds + 1) * args.episodes} episodes of all rounds within "
-                f"the task's training seeds {train.start}-{train.stop - 1}."
+                f"the task's training seeds {train.start}-{last - 1}"
+                + (f" (from {last} on they select: --select-seeds {args.select_seeds})." if args.select_seeds else ".")
             )
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -172,12 +184,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         smoke.seeds(list(range(args.seed + r * args.episodes, args.seed + (r + 1) * args.episodes)))
         for r in range(args.rounds + 1)
     ]
-    eval_seeds, test_seeds = smoke.seeds(list(task.eval_seeds)), smoke.seeds(list(task.test_seeds))
+    eval_seeds = smoke.seeds(list(task.eval_seeds) + list(train[len(train) - args.select_seeds :]))
+    test_seeds = smoke.seeds(list(task.test_seeds))
     base_eval, _ = closed_loop(env, base, eval_seeds, args.width, metric, None)
     ref = statistics.fmean(base_eval)
+    extra = eval_seeds[len(task.eval_seeds) :]
     print(
         f"task {task.name}, base {base}, width {args.width}; {metric} on evaluation seeds "
-        f"{eval_seeds[0]}-{eval_seeds[-1]}: {base} in the seat {_fig(ref)}",
+        f"{eval_seeds[0]}-{eval_seeds[min(len(eval_seeds), len(task.eval_seeds)) - 1]}"
+        + (f" and training seeds {extra[0]}-{extra[-1]}" if extra else "")
+        + f": {base} in the seat {_fig(ref)}",
         flush=True,
     )
     best: tuple[float, int, float] | None = None
@@ -214,7 +230,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "task": task.name,
             "round": r,
             "unit": scale,
-            "evaluation": {"seeds": [eval_seeds[0], eval_seeds[-1]], metric: mean, base: ref},
+            "evaluation": {"seeds": eval_seeds, metric: mean, base: ref},
             "command": " ".join(["python", "benchmarks/dagger.py", *(sys.argv[1:] if argv is None else argv)]),
             "commit": git_commit(),
         }

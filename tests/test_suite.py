@@ -421,8 +421,11 @@ def test_dagger_refuses_bad_arguments_with_exit_2(capsys: pytest.CaptureFixture[
     assert dagger.main(["--every", "0"]) == 2
     assert dagger.main(["--sampled", "-1"]) == 2
     assert dagger.main(["--task", "default-estimate", "--sampled", "2"]) == 2  # no redraw from estimates
+    assert dagger.main(["--select-seeds", "-1"]) == 2
+    assert dagger.main(["--seed", "9940", "--select-seeds", "50"]) == 2  # its rounds would label selection seeds
     err = capsys.readouterr().err
-    assert err.count("error:") == 7 and "training seeds 0-9999" in err and "--sampled: a blind lookahead" in err
+    assert err.count("error:") == 9 and "training seeds 0-9999" in err and "--sampled: a blind lookahead" in err
+    assert "training seeds 0-9949 (from 9950 on they select: --select-seeds 50)" in err
 
 
 def test_the_deadline_ceiling_counts_the_deadlines_a_job_could_meet_alone() -> None:
