@@ -44,8 +44,9 @@ def agent_label(policy: str) -> str:
 class AgentSpec:
     """The trained agents of one run folder, and how they were trained.
 
-    :param run: the run folder as given; ``label``: ``ppo:<folder name>``, the policy's name in
-        results; ``checkpoints``: the (ordering, placement) files used; ``digest``: SHA-1 of both.
+    :param run: the run folder as given; ``label``: ``ppo:<folder name>`` (``dagger:<folder
+        name>``), the policy's name in results; ``checkpoints``: the (ordering, placement) files
+        used; ``digest``: SHA-1 of both.
     :param max_jobs: job slots of the ordering agent; ``num_servers``: servers the placement agent
         was trained for; the other fields are the run's heuristic components and reward.
     :param kind: ``ppo`` (a run folder's agents) or ``dagger`` (a deviation agent: its
@@ -107,7 +108,7 @@ def load_agent(spec: str) -> AgentSpec:
     digest = hashlib.sha1(b"".join(file_digest(path / "checkpoints" / f).encode() for f in files)).hexdigest()
     agent = AgentSpec(
         run=str(path),
-        label=AGENT_PREFIX + path.resolve().name,
+        label=agent_label(spec),
         checkpoints=(files[0], files[1]),
         digest=digest,
         max_jobs=config.max_jobs,
@@ -133,7 +134,7 @@ def _load_dagger(path: Path) -> AgentSpec:
     _LOADED[digest] = (loaded, None)
     return AgentSpec(
         run=str(path),
-        label=DAGGER_PREFIX + path.resolve().name,
+        label=agent_label(DAGGER_PREFIX + str(path)),
         checkpoints=files,
         digest=digest,
         max_jobs=loaded.max_jobs,
