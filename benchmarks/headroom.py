@@ -28,10 +28,11 @@ Rows (each the mean of the task's metric over the seeds, and its change against 
 - ``SEAT = sampled lookahead``, with ``--sampled K``: the same search without foresight, so that
   it measures what a policy could gain from what it sees. Each option is played on K copies in
   which the jobs to come (their arrival times and work), the speed fluctuations and, at
-  information ``none``, the work of every unfinished job are drawn anew from what the run has
-  seen (``envs.lookahead.redrawn``: the arrivals at the rate so far, the work of the jobs to come
-  from the arrived jobs', at ``none`` from the finished jobs' above what each has done; not at
-  ``estimate``, nor on machines with latent speeds),
+  information ``estimate`` and ``none``, the work of every unfinished job are drawn anew from
+  what the run has seen (``envs.lookahead.redrawn``: the arrivals at the rate so far, the work of
+  the jobs to come from the arrived jobs', at ``estimate`` the unfinished jobs' about their
+  estimates, at ``none`` from the finished jobs' above what each has done; not on machines with
+  latent speeds),
   and the base's choice gives way only to an option better on the K draws beyond doubt
   (``envs.lookahead.best_sampled``). Preemption candidates are then the running jobs with the
   most work done. It may lose to the base where the draws mislead it.

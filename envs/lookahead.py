@@ -13,6 +13,8 @@ of one simulation per option per decision.
 from __future__ import annotations
 
 import bisect
+import math
+import statistics
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -78,9 +80,7 @@ def best(core: Core, options: Sequence[Step], base: str, slots: int, metric: str
 
 def check_blind(core: Core) -> None:
     """Raise ValueError where :func:`redrawn` cannot hide what the run's policies do not see:
-    durations known as estimates, or machines' latent speed factors."""
-    if core.view.information == "estimate":
-        raise ValueError("a blind lookahead draws the hidden work at information none only, not from estimates")
+    machines' latent speed factors."""
     assert core.engine is not None
     if any(server.speed_factor != 1.0 for server in core.engine.cluster.servers):
         raise ValueError("a blind lookahead does not draw the machines' latent speeds, and this cluster has them")
@@ -89,9 +89,14 @@ def check_blind(core: Core) -> None:
 def redrawn(core: Core, rng: np.random.Generator, window: int = 200) -> Core | None:
     """A copy of ``core`` in which what the run's policies cannot see is drawn anew:
 
-    - the work of the jobs to come, uniformly from that of the last ``window`` arrived jobs;
-      at information ``none``, that of every job not yet finished, uniformly from the work of
-      the last ``window`` finished jobs above what it has done (the distribution gittins ranks
+    - the work of the jobs to come, uniformly from that of the last ``window`` arrived jobs
+      (at information ``estimate``, from their estimates);
+    - at information ``estimate``, the work of every job that has arrived and not finished:
+      log-normal about the estimate the view shows (its median, as a log-uniform prior has it),
+      with the error model's spread (the scenario's ``sigma`` and ``user_sigma`` together), above
+      the work the job has done; the copy's view shows the same estimates as the run's;
+    - at information ``none``, the work of every job not yet finished, uniformly from the work
+      of the last ``window`` finished jobs above what it has done (the distribution gittins ranks
       by; twice its work done where no finished job did more);
     - the arrival times of the jobs to come, in their order, as a Poisson process at the rate of
       the arrivals so far;
@@ -120,12 +125,31 @@ def redrawn(core: Core, rng: np.random.Generator, window: int = 200) -> Core | N
         done = view.work_done(job)
         k = bisect.bisect_right(ranked, done)
         works[job] = ranked[k + int(rng.integers(len(ranked) - k))] if k < len(ranked) else 2.0 * max(done, 1.0)
+    if view.information == "estimate":
+        info = core.config.scenario_obj().information
+        sigma = math.hypot(info.sigma, info.user_sigma)
+        for job in (j for j, s in enumerate(status) if s not in (JobStatus.FUTURE, JobStatus.DONE)):
+            works[job] = _above(view.state(job).work_total, view.work_done(job), sigma, rng)
     gap = view.now / (view.num_jobs - len(future))
     times = view.now + np.cumsum(rng.exponential(gap, len(future)))
     trial = core.copy()
     assert trial.engine is not None
     trial.engine.redraw(works, rng.spawn(1)[0], dict(zip(future, times.tolist(), strict=True)))
     return trial
+
+
+def _above(median: float, done: float, sigma: float, rng: np.random.Generator) -> float:
+    """A log-normal draw of median ``median`` and log standard deviation ``sigma``, conditioned
+    on exceeding ``done`` (below ``median``), by inverting the normal distribution function."""
+    if sigma == 0.0:
+        return median
+    low = _NORMAL.cdf(math.log(done / median) / sigma) if done > 0.0 else 0.0
+    u = min(max(low + (1.0 - low) * float(rng.random()), _TINY), 1.0 - _TINY)
+    return max(median * math.exp(sigma * _NORMAL.inv_cdf(u)), math.nextafter(done, math.inf))
+
+
+_NORMAL = statistics.NormalDist()
+_TINY = 1e-15
 
 
 def best_sampled(

@@ -26,9 +26,9 @@ def _at(level: str) -> CoreConfig:
     return dataclasses.replace(CONFIG, overrides=(*CONFIG.overrides, ("information.level", level)))
 
 
-def _after_finishes(finishes: int, seed: int = 0) -> Core:
+def _after_finishes(finishes: int, seed: int = 0, config: CoreConfig = CONFIG) -> Core:
     """An episode played by gittins up to the decision after its first ``finishes`` finishes."""
-    core = Core(CONFIG)
+    core = Core(config)
     core.reset(seed)
     ranking = core.heuristic("gittins").ordering
     while True:
@@ -139,7 +139,7 @@ def test_the_blind_lookahead_chooses_the_same_whatever_the_hidden_work() -> None
 def test_where_durations_are_known_only_the_jobs_to_come_are_redrawn() -> None:
     """At ``clairvoyant`` the copy keeps the true work of every job that has arrived and redraws
     the jobs to come: their work from the arrived jobs', and when they arrive (after now, in
-    their order); at ``estimate`` it refuses."""
+    their order)."""
     core = Core(_at("clairvoyant"))
     core.reset(0)
     while core.view.now <= 0.0 or not core.view.running:
@@ -159,8 +159,44 @@ def test_where_durations_are_known_only_the_jobs_to_come_are_redrawn() -> None:
     times = [trial.engine.specs[j].submit_time for j in future]
     assert times == sorted(times) and times[0] >= core.view.now
     assert times != [core.engine.specs[j].submit_time for j in future]
-    estimate = Core(_at("estimate"))
-    estimate.reset(0)
-    estimate.next_choice(SLOTS)
-    with pytest.raises(ValueError, match="information none only"):
-        lookahead.redrawn(estimate, np.random.default_rng(3))
+
+
+def test_where_durations_are_estimates_the_work_beneath_them_is_redrawn() -> None:
+    """At ``estimate`` the copy draws the work of every job not finished, each above its work
+    done, and its view shows the run's estimates; two episodes apart only in the work beneath
+    the estimates give copies that play out alike."""
+    core = _after_finishes(4, config=_at("estimate"))
+    assert core.engine is not None
+    view = core.view
+    trial = lookahead.redrawn(core, np.random.default_rng(2))
+    assert trial is not None
+    arrived = [j for j in _unfinished(core) if view.status_of(j) != JobStatus.FUTURE]
+    truth, drawn = _truth(core, arrived), _truth(trial, arrived)
+    assert all(view.state(j).work_done < drawn[j] != truth[j] for j in arrived)
+    everyone = range(core.num_jobs)
+    assert [trial.view.state(j).work_total for j in arrived] == pytest.approx(
+        [view.state(j).work_total for j in arrived]
+    )
+    assert [trial.view.job(j).duration for j in everyone if j in arrived] == pytest.approx(
+        [view.job(j).duration for j in arrived]
+    )
+    other = core.copy()
+    assert other.engine is not None
+    works = {j: w * 0.3 if w * 0.3 > view.state(j).work_done else w * 1.5 for j, w in truth.items()}
+    other.engine.redraw(works, copy.deepcopy(core.engine.rng_speed))
+    assert _truth(other, arrived) != truth
+    guesses = [lookahead.redrawn(c, np.random.default_rng(7)) for c in (core, other)]
+    metrics = [lookahead.play(g, "gittins", SLOTS).metrics for g in guesses if g is not None]
+    assert len(metrics) == 2 and metrics[0]["avg_jct_s"] == pytest.approx(metrics[1]["avg_jct_s"], rel=1e-9)
+
+
+def test_a_draw_above_the_work_done_has_the_estimate_for_median() -> None:
+    """Log-normal about the estimate, with the error model's spread, conditioned on the work done."""
+    rng = np.random.default_rng(0)
+    free = np.array([lookahead._above(100.0, 0.0, 1.0, rng) for _ in range(4000)])
+    assert 0.47 < np.mean(free < 100.0) < 0.53
+    assert np.std(np.log(free)) == pytest.approx(1.0, abs=0.05)
+    late = [lookahead._above(100.0, 90.0, 1.0, rng) for _ in range(1000)]
+    # P(W < 100 | W > 90) for a median of 100: (0.5 - Phi(ln 0.9)) / (1 - Phi(ln 0.9)) = 0.078
+    assert min(late) > 90.0 and 0.05 < np.mean(np.array(late) < 100.0) < 0.11
+    assert lookahead._above(100.0, 30.0, 0.0, rng) == 100.0

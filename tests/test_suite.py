@@ -181,11 +181,6 @@ def test_the_blind_lookahead_plays_every_seat_to_the_end(seat: str) -> None:
     ("task", "count", "error"),
     [
         ("contention-none", "-1", "expected a count >= 0, got -1"),
-        (
-            "default-estimate",
-            "2",
-            "a blind lookahead draws the hidden work at information none only, not from estimates",
-        ),
         ("cloud", "2", "a blind lookahead does not draw the machines' latent speeds, and this cluster has them"),
     ],
 )

@@ -492,8 +492,11 @@ class Engine:
         it has done), jobs yet to arrive new submit times (``arrivals``: job -> time, none before
         now), and the speed fluctuations a new stream: a guess at what a run that is not
         clairvoyant cannot see, for a lookahead that samples it on a copy of the engine instead
-        of reading the truth. Each job's duration and speed phases scale with its work."""
+        of reading the truth. Each job's duration and speed phases scale with its work; a job
+        that has arrived keeps the estimate the view shows of it (information ``estimate``: its
+        estimate error moves with the new work instead)."""
         specs = list(self.specs)
+        errors: dict[int, float] = {}
         for idx, work in works.items():
             j = self._jobs[idx]
             if j.status == _DONE:
@@ -508,6 +511,7 @@ class Engine:
             j.spec = specs[idx] = dataclasses.replace(j.spec, duration=old * scale)
             if j.status != JobStatus.FUTURE:
                 self.in_system_w += 1.0 / j.spec.duration - 1.0 / old
+                errors[idx] = j.work / work
             j.work = work
             j.bounds = [b * scale for b in j.bounds]
             j.bounds[-1] = work
@@ -527,7 +531,7 @@ class Engine:
                 self._push(t, ARRIVAL, idx)
         self.specs = tuple(specs)
         self.rng_speed = rng
-        self.view.reread()
+        self.view.reread(errors)
 
     def result(self) -> SimResult:
         """The raw result (call once ``next_decision`` has returned False)."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
-from collections.abc import Container, Iterable, Iterator, KeysView, Sequence
+from collections.abc import Container, Iterable, Iterator, KeysView, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -272,8 +272,16 @@ class ClusterView:
             for i, s in enumerate(specs)
         )
 
-    def reread(self) -> None:
-        """Show the engine's specs again, after :meth:`Engine.redraw` changed some."""
+    def reread(self, errors: Mapping[int, float] | None = None) -> None:
+        """Show the engine's specs again, after :meth:`Engine.redraw` changed some; ``errors``
+        (job -> a factor, information ``estimate`` only): multiply those jobs' estimate errors by
+        it (so that an estimate stays as shown while the work beneath it is drawn anew, or
+        becomes another)."""
+        if errors:
+            factor = list(self._factor)
+            for idx, f in errors.items():
+                factor[idx] *= f
+            self._factor = tuple(factor)
         self._specs = self._shown(self._e.specs)
 
     # --- what the run reveals
