@@ -381,7 +381,7 @@ def test_learnability_refuses_bad_arguments_with_exit_2(capsys: pytest.CaptureFi
     assert learnability.main(["--episodes", "1"]) == 2
     assert learnability.main(["--sampled", "-1"]) == 2
     assert learnability.main(["--every", "0"]) == 2
-    assert learnability.main(["--task", "default-estimate", "--sampled", "2"]) == 2  # no redraw from estimates
+    assert learnability.main(["--task", "cloud", "--sampled", "2"]) == 2  # no redraw of latent speeds
     assert capsys.readouterr().err.count("error:") == 5
 
 
@@ -415,7 +415,7 @@ def test_dagger_refuses_bad_arguments_with_exit_2(capsys: pytest.CaptureFixture[
     assert dagger.main(["--seed", "9990"]) == 2  # 12 episodes from 9990 leave the training seeds
     assert dagger.main(["--every", "0"]) == 2
     assert dagger.main(["--sampled", "-1"]) == 2
-    assert dagger.main(["--task", "default-estimate", "--sampled", "2"]) == 2  # no redraw from estimates
+    assert dagger.main(["--task", "cloud", "--sampled", "2"]) == 2  # no redraw of latent speeds
     assert dagger.main(["--select-seeds", "-1"]) == 2
     assert dagger.main(["--seed", "9940", "--select-seeds", "50"]) == 2  # its rounds would label selection seeds
     err = capsys.readouterr().err
