@@ -182,8 +182,10 @@ def _run_ray(
                 for r in ready:
                     finished(ray.get(r))
     finally:
-        for r in pending:
-            ray.cancel(r, force=True)
+        if not started:  # (ray.shutdown below stops the instance started here, and the tasks with it:
+            # a cancel that races a task's end can abort the driver in Ray's core, 2.60 included)
+            for r in pending:
+                ray.cancel(r, force=True)
         if mailbox is not None:
             ray.kill(mailbox)
         if started:
