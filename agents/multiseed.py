@@ -182,8 +182,9 @@ def _run_ray(
                 for r in ready:
                     finished(ray.get(r))
     finally:
-        if not started:  # (ray.shutdown below stops the instance started here, and the tasks with it:
-            # a cancel that races a task's end can abort the driver in Ray's core, 2.60 included)
+        # ray.shutdown() below stops an instance started here, its tasks with it; a cancel that
+        # races a task's end can abort the driver in Ray's core (2.60 included)
+        if not started:
             for r in pending:
                 ray.cancel(r, force=True)
         if mailbox is not None:
