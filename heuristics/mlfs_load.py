@@ -62,8 +62,8 @@ _OTHER = (CPU, MEM, NET)
 
 
 def work_fraction(view: ClusterView, job: int) -> float:
-    st = view.state(job)
-    return st.work_done / st.work_total if st.work_total > 0.0 else 1.0
+    done, total = view.work(job)
+    return done / total if total > 0.0 else 1.0
 
 
 def net_gbps(spec: JobSpec) -> float:
@@ -109,18 +109,18 @@ class Accounting:
         for s in servers:
             util[s.server_id, GPU] = view.used(s.server_id) / s.num_gpus
         for job in sorted(view.running):
-            st = view.state(job)
-            alloc = (*st.base, *st.flex)
+            _, _, base, flex = view.allocation(job)
+            alloc = (*base, *flex)
             if not alloc:
                 continue
             spec = view.job(job)
-            frac = st.work_done / st.work_total if st.work_total > 0.0 else 1.0
+            frac = work_fraction(view, job)
             per_server: dict[int, int] = {}
             for sid, g in alloc:
                 per_server[sid] = per_server.get(sid, 0) + g
             spread = len(per_server) > 1
             for sid, g in per_server.items():
-                use = part_usage(spec, g, st.workers, spread, frac, self.config)
+                use = part_usage(spec, g, view.workers(job), spread, frac, self.config)
                 util[sid] += use
                 parts[sid].append((job, use))
         self.util, self.parts = util, parts

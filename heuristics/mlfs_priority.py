@@ -198,8 +198,8 @@ def latest_start(view: ClusterView, job: int, cfg: MlfsConfig) -> float:
     spec = view.job(job)
     if spec.deadline is None:
         return math.inf
-    st = view.state(job)
-    left = work_end(spec, st.work_total, cfg) - st.work_done
+    done, total = view.work(job)
+    left = work_end(spec, total, cfg) - done
     if not left > 0.0:
         return spec.deadline
     rate = fastest_rate(view, spec)

@@ -65,6 +65,8 @@ def test_what_the_view_reveals_at_each_level(level: str):
     job = next(iter(view.pending))
     spec, truth = view.job(job), b.jobs[job]
     st = view.state(job)
+    done, total = view.work(job)  # the snapshot's, without it
+    assert done == st.work_done and (total == st.work_total or (math.isnan(total) and math.isnan(st.work_total)))
     factor = b.knowledge.factor[job]
     if level == "clairvoyant":
         assert spec is truth and st.work_total == truth.duration and view.remaining_work(job) == truth.duration

@@ -386,6 +386,13 @@ class ClusterView:
         """``state(job).work_done`` (settled to now), without the snapshot."""
         return self._done(self._e._jobs[job])
 
+    def work(self, job: int) -> tuple[float, float]:
+        """``(state(job).work_done, state(job).work_total)`` (settled to now; the total as the
+        information level reveals it), without the snapshot."""
+        j = self._e._jobs[job]
+        done = self._done(j)
+        return done, self._total(j, done)
+
     def attained_service(self, job: int) -> float:
         """GPU-seconds held so far (cheaper than ``state(job).attained_service``)."""
         j = self._e._jobs[job]
