@@ -13,6 +13,7 @@ of one simulation per option per decision.
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 import statistics
 from collections.abc import Callable, Sequence
@@ -44,13 +45,14 @@ def heuristic_of(expert: str) -> str:
 
 def play(core: Core, ordering: str, slots: int) -> Core:
     """Play ``core`` to its end with heuristic ``ordering`` in the ordering seat (seeing ``slots``
-    waiting jobs, as an agent with that many slots would)."""
+    waiting jobs, as an agent with that many slots would): at each decision point the next job of
+    its ranking that can start, else "advance". Only the jobs its ranking reaches are placed (the
+    ordering env's ``next_choice`` places every visible one, to build the mask)."""
     ranking = core.heuristic(ordering).ordering
     while True:
-        visible, _ = core.next_choice(slots)
         if core.done:
             return core
-        job = core.expert_job(ranking, visible)
+        job = core.expert_job(ranking, list(itertools.islice(core.view.pending, slots)))
         if job is None:
             core.advance()
         else:
