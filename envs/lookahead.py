@@ -131,7 +131,8 @@ def redrawn(core: Core, rng: np.random.Generator, window: int = 200) -> Core | N
         info = core.config.scenario_obj().information
         sigma = math.hypot(info.sigma, info.user_sigma)
         for job in (j for j, s in enumerate(status) if s not in (JobStatus.FUTURE, JobStatus.DONE)):
-            works[job] = _above(view.state(job).work_total, view.work_done(job), sigma, rng)
+            done, total = view.work(job)
+            works[job] = _above(total, done, sigma, rng)
     gap = view.now / (view.num_jobs - len(future))
     times = view.now + np.cumsum(rng.exponential(gap, len(future)))
     trial = core.copy()

@@ -118,9 +118,9 @@ class Accounting:
             per_server: dict[int, int] = {}
             for sid, g in alloc:
                 per_server[sid] = per_server.get(sid, 0) + g
-            spread = len(per_server) > 1
+            spread, workers = len(per_server) > 1, view.workers(job)
             for sid, g in per_server.items():
-                use = part_usage(spec, g, view.workers(job), spread, frac, self.config)
+                use = part_usage(spec, g, workers, spread, frac, self.config)
                 util[sid] += use
                 parts[sid].append((job, use))
         self.util, self.parts = util, parts
@@ -338,7 +338,7 @@ class MlfsLoadControl:
         g = next(n for s, n in st.base if s == source)
         used = {s for s, _ in st.base}
         spread = len(used) > 1
-        frac = st.work_done / st.work_total if st.work_total > 0.0 else 1.0
+        frac = work_fraction(view, job)
         own = part_usage(spec, g, st.workers, spread, frac, self.config)
         h = self.config.threshold
         best: tuple[float, int] | None = None
