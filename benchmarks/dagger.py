@@ -4,7 +4,7 @@
 
     python benchmarks/dagger.py --task contention-none [--base qssf] [--rounds 3] [--episodes 3]
         [--seed 0] [--width 3] [--margins 0,1,2,4,8] [--rollout-margins 1,2,4] [--epochs 30]
-        [--sampled K] [--every N] [--select-seeds N] [--min-unit SECONDS] [--save FOLDER]
+        [--sampled K] [--every N] [--select-seeds N] [--save FOLDER]
 
 ``benchmarks/learnability.py`` labels every option of a decision with its lookahead advantage
 (the metric once the base has played the episode on from it, minus the base choice's) along the
@@ -29,9 +29,7 @@ seeds played, nothing saved). ``--select-seeds N`` adds the last N training seed
 no round may label) to the evaluation seeds for that choice: ten seeds pick by chance among
 deviations within a percent or two of the base.
 Margins are in units of round 0's median |advantage| (of the options beside the base's choice),
-fixed for all rounds so that a margin means the same in each. ``--min-unit U`` puts a floor under
-it: a few training seeds can give a median far below the others' (the labels' spread varies from
-episode to episode), and margins in such a unit deviate at most decisions.
+fixed for all rounds so that a margin means the same in each.
 
 ``--sampled K`` labels with a teacher that has no foresight: each option's advantage averaged
 over K futures redrawn from what the run has seen (``learnability.py``'s ``--sampled``), where the
@@ -77,11 +75,9 @@ def rounds(
     epochs: int = 30,
     samples: int = 0,
     every: int = 1,
-    min_unit: float = 0.0,
 ) -> Iterator[tuple[list[ln.Decision], dv.NetPredictor, float]]:
     """Per round (one a list of ``seeds``): the decisions it labelled, the predictor fitted on
-    them and all earlier rounds', and the margins' unit (round 0's median |advantage|, at least
-    ``min_unit``). Round 0
+    them and all earlier rounds', and the margins' unit (round 0's median |advantage|). Round 0
     follows the base; round i > 0 the previous round's predictor, episode k of the round at
     ``rollout_margins[k % len(rollout_margins)]``. ``samples`` and ``every``: as
     :func:`learnability.collect` (with ``samples``, the blind advantages are fitted)."""
@@ -97,7 +93,7 @@ def rounds(
             new += ln.collect(env, base, [s], width, metric, lower, policy, first=number, samples=samples, every=every)
             number += 1
         if r == 0:
-            scale = max(ln.scale_of(new), min_unit)
+            scale = ln.scale_of(new)
         data += new
         predict = ln.fit(data, scale, seed + r, epochs)
         yield new, predict, scale
@@ -144,12 +140,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=0,
         help="pick the round and margin on the evaluation seeds and the task's last N training seeds (default 0)",
     )
-    p.add_argument(
-        "--min-unit",
-        type=float,
-        default=0.0,
-        help="the margins' unit is at least this, in the metric's units (default 0: round 0's median alone)",
-    )
     p.add_argument("--save", default=None, help="write the picked round and margin as a deviation agent here")
     ln.add_label_arguments(p)
     args = p.parse_args(argv)
@@ -161,8 +151,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ConfigError("--margins and --rollout-margins must be comma-separated numbers.") from None
         if min(margins + rollout_margins) < 0:
             raise ConfigError("--margins and --rollout-margins must not be negative.")
-        if not 0 <= args.min_unit < float("inf"):
-            raise ConfigError(f"--min-unit must be a finite number of at least 0, got {args.min_unit}.")
         if args.rounds < 1 or args.episodes < 1 or args.width < 1 or args.epochs < 1:
             raise ConfigError("--rounds, --episodes, --width and --epochs must be at least 1.")
         task, base, env = ln.setup(args.task, args.base)
@@ -213,7 +201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for r, (new, predict, scale) in enumerate(
         rounds(
             *(env, base, round_seeds, args.width, metric, lower, rollout_margins, args.seed, args.epochs),
-            *(args.sampled, args.every, args.min_unit),
+            *(args.sampled, args.every),
         )
     ):
         predictors.append(predict)
@@ -221,8 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         gain = statistics.fmean(float(d.advantages.min()) for d in new)
         print(
             f"round {r}: seeds {round_seeds[r][0]}-{round_seeds[r][-1]}, {len(new)} decisions "
-            f"({off:.0%} after a deviation), mean best advantage {_fig(sign * gain, '+')}, unit {_fig(scale)}"
-            f"{' (the floor)' if scale == args.min_unit else ''}; "
+            f"({off:.0%} after a deviation), mean best advantage {_fig(sign * gain, '+')}, unit {_fig(scale)}; "
             f"{time.process_time() - start:,.0f} CPU-s so far",
             flush=True,
         )
