@@ -241,7 +241,11 @@ def test_oracle_mlfs_speed_is_mlfs_placed_by_true_speeds() -> None:
     assert (o.finish < float("inf")).all() and not (a.finish == o.finish).all()
 
 
-SHIPPED = sorted(p.name for p in (ROOT / "pretrained").glob("*") if (p / "config.yaml").is_file())
+SHIPPED = sorted(
+    p.name
+    for p in (ROOT / "pretrained").glob("*")
+    if (p / "config.yaml").is_file() or (p / "agent.json").is_file()  # a run's agents, or a deviation agent
+)
 
 
 def test_pretrained_agents_are_shipped_for_the_readme() -> None:
@@ -251,18 +255,19 @@ def test_pretrained_agents_are_shipped_for_the_readme() -> None:
 @pytest.mark.parametrize("name", SHIPPED)
 def test_a_pretrained_agent_reproduces_the_recorded_leaderboard_on_its_first_test_seed(name: str) -> None:
     """The suite's recorded figure (benchmarks/data/suite.json, the README's leaderboard) for the
-    shipped agent on the task's first test seed, to 1e-9 of it: the file was recorded while the
-    throughput model was fitted by numpy's BLAS, to last bits that followed the CPU (cloud's figure
-    came out 2 ulp away on another machine); the exact fit that replaced it moved every rate by at
-    most 7e-13 (tests/test_cpu_identity.py)."""
+    shipped agent (``pretrained/<task>``, or the deviation agent ``pretrained/<task>-dagger``) on
+    the task's first test seed, to 1e-9 of it: the file was recorded while the throughput model
+    was fitted by numpy's BLAS, to last bits that followed the CPU (cloud's figure came out 2 ulp
+    away on another machine); the exact fit that replaced it moved every rate by at most 7e-13
+    (tests/test_cpu_identity.py)."""
     from agents import evaluation as ev
-    from agents.trained import AGENT_PREFIX
+    from agents.trained import AGENT_PREFIX, DAGGER_PREFIX, agent_label
 
     board_doc = json.loads((ROOT / "benchmarks" / "data" / "suite.json").read_text())
-    task = suite.get(name)
-    entry = next(d for d in board_doc if d["task"] == name)
-    spec = AGENT_PREFIX + str(ROOT / "pretrained" / name)
-    row = next(r for r in entry["rows"] if r["kind"] == "agent")
+    task = suite.get(name.removesuffix("-dagger"))
+    entry = next(d for d in board_doc if d["task"] == task.name)
+    spec = (DAGGER_PREFIX if name.endswith("-dagger") else AGENT_PREFIX) + str(ROOT / "pretrained" / name)
+    row = next(r for r in entry["rows"] if r["policy"] == agent_label(spec))
     seed = task.test_seeds[0]
     (result,) = ev.execute(ev.plan([spec], [task.scenario], [seed], [dict(task.sets)]))
     assert result.metrics[task.metric] == pytest.approx(row["per_seed"][str(seed)], rel=1e-9, abs=0)
