@@ -24,6 +24,13 @@ machine's latent speed factor; ties in the cluster's order), or the cluster's ``
 (what every placement did before; ``--set policy.type_order=listed``)."""
 
 
+STARTS = ("now", "earliest-finish")
+"""When a placement starts a job that fits: ``now``, on the GPUs free now, as every policy of the
+papers does; or ``earliest-finish``, only where that ends it no later than waiting for the GPUs
+of a faster type it allows would (the minimum-completion-time rule of list scheduling on
+heterogeneous machines, as in HEFT): :func:`waits`."""
+
+
 ELASTIC_STARTS = ("max", "requested")
 """The size at which a placement starts an elastic job: ``max``, its most GPUs where they fit now
 (else its requested size), or always its ``requested`` size (what the published FIFO, SJF and
@@ -164,11 +171,17 @@ class PackPlacement:
     pools: tuple[Pool, ...] = TRAINING_ONLY
     type_order: str = "fastest"
     elastic: str = "max"
-    monotone = True  # (not a field) pack reads the job and the placeable free GPUs only: see policy.monotone
+    start: str = "now"
     # the refused (num_gpus, gpu_types) as of (view, its room_grown then)
     _refused: tuple[object, int, set[tuple[int, frozenset[str] | None]]] = field(
         default_factory=lambda: (None, -1, set()), init=False, repr=False, compare=False
     )
+
+    @property
+    def monotone(self) -> bool:
+        """With ``start="now"``, pack reads the job and the placeable free GPUs only: see
+        ``policy.monotone``. A job that waits for faster GPUs may start later on fewer."""
+        return self.start == "now"
 
     def place(self, view: ClusterView, job: int) -> Start | None:
         spec = view.job(job)
@@ -183,9 +196,63 @@ class PackPlacement:
         for n in start_sizes(spec, self.elastic):
             alloc = pack(view, spec, n, self.pools, type_order=self.type_order)
             if alloc is not None:
+                if self.start != "now" and waits(view, spec, alloc, self.pools):
+                    return None
                 return Start(job, alloc)
         refused.add(size)
         return None
+
+
+def waits(view: ClusterView, job: JobSpec, alloc: Alloc, pools: Sequence[Pool]) -> bool:
+    """Whether ``job`` would end sooner by waiting for as many GPUs of a faster type it allows (in
+    ``pools``) than by starting on ``alloc`` now: each type's wait is when the jobs running on it,
+    ending in order of their remaining work over their rate now, have freed enough of its GPUs
+    (the jobs queued meanwhile, and the servers' placeability then, left out); each run time is the
+    job's remaining work over its nominal rate on one server of the type. Never where the remaining
+    work is not revealed (information ``none``)."""
+    left = view.remaining_work(job.job_id)
+    if not left > 0:
+        return False
+    n = sum(k for _, k in alloc)
+    servers = view.servers
+    here = servers[alloc[0][0]].gpu_type.name
+    now = view.now
+    end_now = left / view.rate(job.job_id, n, 1, here)
+    frees: dict[tuple[str, Pool], list[tuple[float, int]]] | None = None
+    for pool in pools:
+        for t in types_for(view, job, pool, n):
+            end = left / view.rate(job.job_id, n, 1, t)
+            if end >= end_now or t == here:
+                continue
+            have = view.total_free(t, pool)
+            if have >= n:  # room now, spread over servers: pack put the job on one server instead
+                continue
+            if frees is None:
+                frees = _releases(view)
+            for at, k in frees.get((t, pool), ()):
+                have += k
+                if have >= n:
+                    if at - now + end < end_now:
+                        return True
+                    break
+    return False
+
+
+def _releases(view: ClusterView) -> dict[tuple[str, Pool], list[tuple[float, int]]]:
+    """Per (GPU type, pool): (when, GPUs) each running job frees there, soonest first (a job
+    checkpointing after a preemption, or not progressing, at no known time: left out)."""
+    servers = view.servers
+    out: dict[tuple[str, Pool], list[tuple[float, int]]] = {}
+    for j in view.running:
+        st = view.state(j)
+        if st.status != JobStatus.RUNNING or not st.rate > 0 or not st.remaining_work >= 0:
+            continue
+        at = max(view.now, st.restarting_until) + st.remaining_work / st.rate
+        for s, k in (*st.base, *st.flex):
+            out.setdefault((servers[s].gpu_type.name, servers[s].pool), []).append((at, k))
+    for v in out.values():
+        v.sort()
+    return out
 
 
 @dataclass(frozen=True)
@@ -193,10 +260,12 @@ class PackConfig(Settings):
     """Settings of the policies that place with :func:`pack` alone (``fifo``, ``sjf``, ``qssf``).
 
     :param type_order: ``fastest`` or ``listed`` (:data:`TYPE_ORDERS`).
-    :param elastic: ``max`` or ``requested`` (:data:`ELASTIC_STARTS`)."""
+    :param elastic: ``max`` or ``requested`` (:data:`ELASTIC_STARTS`).
+    :param start: ``now`` or ``earliest-finish`` (:data:`STARTS`)."""
 
     type_order: Annotated[str, Choice(TYPE_ORDERS)] = "fastest"
     elastic: Annotated[str, Choice(ELASTIC_STARTS)] = "max"
+    start: Annotated[str, Choice(STARTS)] = "now"
 
 
 class SortedQueue:

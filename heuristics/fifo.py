@@ -106,7 +106,9 @@ class QueueOrdering:
 def fifo(config: PackConfig | None = None) -> ComposedScheduler:
     c = config or PackConfig()
     return ComposedScheduler(
-        "fifo", QueueOrdering(by_submit, blocking=True), PackPlacement(type_order=c.type_order, elastic=c.elastic)
+        "fifo",
+        QueueOrdering(by_submit, blocking=True),
+        PackPlacement(type_order=c.type_order, elastic=c.elastic, start=c.start),
     )
 
 
@@ -115,7 +117,7 @@ def sjf(config: PackConfig | None = None) -> ComposedScheduler:
     return ComposedScheduler(
         "sjf",
         QueueOrdering(by_remaining, blocking=False, gpus=requested),
-        PackPlacement(type_order=c.type_order, elastic=c.elastic),
+        PackPlacement(type_order=c.type_order, elastic=c.elastic, start=c.start),
     )
 
 

@@ -124,7 +124,9 @@ class QssfOrdering:
 
 def qssf(config: PackConfig | None = None) -> ComposedScheduler:
     c = config or PackConfig()
-    return ComposedScheduler("qssf", QssfOrdering(), PackPlacement(type_order=c.type_order, elastic=c.elastic))
+    return ComposedScheduler(
+        "qssf", QssfOrdering(), PackPlacement(type_order=c.type_order, elastic=c.elastic, start=c.start)
+    )
 
 
 register("qssf", qssf, PackConfig, needs="none")

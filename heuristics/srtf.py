@@ -22,7 +22,7 @@ make it). ``oracle-srsf`` sees the truth at every level.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Annotated
 
 from envs.sim.model import JobSpec, Pool
@@ -137,7 +137,7 @@ def preemptive(name: str, ordering: ShortestRemainingFirst, c: SrtfConfig) -> Co
     return ComposedScheduler(
         name,
         ordering,
-        PackPlacement(type_order=c.type_order, elastic=c.elastic),
+        PackPlacement(type_order=c.type_order, elastic=c.elastic, start=c.start),
         preemption=ordering,
         round_s=c.round_s,
     )
@@ -158,14 +158,21 @@ class SrsfConfig(SrtfConfig):
     factor: Annotated[float, Num(gt=1)] = 2.0
 
 
-def srsf(config: SrsfConfig | None = None) -> ComposedScheduler:
+def srsf(config: SrsfConfig | None = None, name: str = "srsf") -> ComposedScheduler:
     c = config or SrsfConfig()
     return preemptive(
-        "srsf", ShortestRemainingFirst(key=by_service, factor=c.factor, elastic=c.elastic, remaining=service), c
+        name, ShortestRemainingFirst(key=by_service, factor=c.factor, elastic=c.elastic, remaining=service), c
     )
+
+
+def srsf_eft(config: SrsfConfig | None = None) -> ComposedScheduler:
+    """``srsf`` that starts a job only where that ends it no later than waiting for faster GPUs
+    would (``start="earliest-finish"``, ``heuristics.common.STARTS``)."""
+    return srsf(replace(config or SrsfConfig(), start="earliest-finish"), "srsf-eft")
 
 
 register("srtf", srtf, SrtfConfig)
 register("oracle-srtf", srtf, SrtfConfig, oracle=True)
 register("srsf", srsf, SrsfConfig)
 register("oracle-srsf", srsf, SrsfConfig, oracle=True)
+register("srsf-eft", srsf_eft, SrsfConfig)

@@ -105,7 +105,7 @@ def test_a_policys_own_setting_reaches_it_as_policy_dot_does():
         (
             ["policy.round_s=60,300"],
             "policy 'fifo' does not take --set policy.round_s (unknown policy 'fifo' setting 'round_s'; "
-            "valid settings: type_order, elastic), which sets every policy of the sweep; set one policy's with "
+            "valid settings: type_order, elastic, start), which sets every policy of the sweep; set one policy's with "
             "--set tiresias.round_s=60.",
         ),
         (["policy.round_s=60", "tiresias.round_s=30"], "both set tiresias's round_s; give one of them."),

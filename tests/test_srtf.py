@@ -9,9 +9,10 @@ import pytest
 from envs.sim import scenarios
 from envs.sim.config import ConfigError
 from envs.sim.engine import Engine, SimConfig
-from envs.sim.model import V100, JobSpec, Pool, ServerSpec
+from envs.sim.model import A100, T4, V100, JobSpec, Pool, ServerSpec
+from heuristics.common import STARTS, PackPlacement
 from heuristics.registry import check_information, entry, make
-from heuristics.srtf import SrtfConfig, srsf, srtf
+from heuristics.srtf import SrsfConfig, SrtfConfig, srsf, srsf_eft, srtf
 
 NO_OVERHEAD = SimConfig(restart_base_s=0.0, restart_per_gpu_s=0.0, checkpoint_interval_s=0.0, sample_s=0.0)
 
@@ -136,3 +137,35 @@ def test_an_agent_in_the_ordering_seat_cannot_take_the_gpus_srtf_keeps():
         done = te or tr
     assert kept > 0  # the episode met jobs that kept GPUs alone held back
     assert info["metrics"]["jobs_unfinished"] == 0
+
+
+def two_types(jobs: list[JobSpec], factory=srsf, **settings: float):
+    """One A100 server (twice a V100) and one T4 server (a third of one), 8 GPUs each."""
+    policy = factory(SrsfConfig(**settings))  # type: ignore[arg-type]
+    srv = [ServerSpec(0, A100, 8, Pool.TRAINING), ServerSpec(1, T4, 8, Pool.TRAINING)]
+    return Engine(srv, jobs, policy, Linear(), None, NO_OVERHEAD, log=True).run()  # type: ignore[arg-type]
+
+
+def test_earliest_finish_waits_for_faster_gpus_only_where_that_ends_the_job_sooner():
+    # j0 holds the A100s until 1,000 s (2,000 V100-seconds). j1 (600) would end at 10 + 1,800 s on
+    # the T4s and at 1,000 + 300 s after waiting: srsf starts it on the T4s at once, srsf-eft waits.
+    # a j1 of 60 ends at 190 s on the T4s and at 1,030 s after waiting: both start it at once
+    long = [job(0, 0.0, 2_000.0, 8), job(1, 10.0, 600.0, 8)]
+    assert events(two_types(long, factor=100.0), "start") == [(0.0, "start", 0), (10.0, "start", 1)]
+    assert events(two_types(long, srsf_eft, factor=100.0), "start") == [(0.0, "start", 0), (1_000.0, "start", 1)]
+    short = [job(0, 0.0, 2_000.0, 8), job(1, 10.0, 60.0, 8)]
+    assert events(two_types(short, srsf_eft, factor=100.0), "start") == [(0.0, "start", 0), (10.0, "start", 1)]
+    assert not PackPlacement(start="earliest-finish").monotone and PackPlacement().monotone
+
+
+def test_earliest_finish_is_the_policy_itself_where_it_cannot_tell_a_sooner_end():
+    # one GPU type in the training pool (default), or no duration revealed (information none)
+    s = scenarios.get("default", {"workload.synthetic.num_jobs": "40"})
+    same = [scenarios.simulate(s, make(name), 1).finish for name in ("srsf", "srsf-eft")]
+    assert np.array_equal(*same)
+    blind = scenarios.get("cloud", {"workload.synthetic.num_jobs": "40", "information.level": "none"})
+    runs = [scenarios.simulate(blind, make("fifo", {"start": start}), 1).finish for start in STARTS]
+    assert np.array_equal(*runs)
+    cloud = scenarios.get("cloud", {"workload.synthetic.num_jobs": "40"})
+    runs = [scenarios.simulate(cloud, make("fifo", {"start": start}), 1).finish for start in STARTS]
+    assert not np.array_equal(*runs)
