@@ -176,6 +176,10 @@ class PackPlacement:
     _refused: tuple[object, int, set[tuple[int, frozenset[str] | None]]] = field(
         default_factory=lambda: (None, -1, set()), init=False, repr=False, compare=False
     )
+    # (start="earliest-finish") the running jobs' releases as of (view, now, their stamps then)
+    _releases: tuple[object, float, list[tuple[int, int]], Releases] = field(
+        default_factory=lambda: (None, math.nan, [], {}), init=False, repr=False, compare=False
+    )
 
     @property
     def monotone(self) -> bool:
@@ -196,20 +200,36 @@ class PackPlacement:
         for n in start_sizes(spec, self.elastic):
             alloc = pack(view, spec, n, self.pools, type_order=self.type_order)
             if alloc is not None:
-                if self.start != "now" and waits(view, spec, alloc, self.pools):
+                if self.start != "now" and waits(view, spec, alloc, self.pools, self._released):
                     return None
                 return Start(job, alloc)
         refused.add(size)
         return None
 
+    def _released(self, view: ClusterView) -> Releases:
+        """:func:`releases`, computed again only when the time or a running job's stamp changed
+        (a decision point asks for every pending job it walks)."""
+        seen, at, stamps, out = self._releases
+        now = view.running_stamps()
+        if seen is not view or at != view.now or stamps != now:
+            out = releases(view)
+            self._releases = (view, view.now, now, out)
+        return out
 
-def waits(view: ClusterView, job: JobSpec, alloc: Alloc, pools: Sequence[Pool]) -> bool:
+
+Releases = dict[tuple[str, Pool], list[tuple[float, int]]]
+"""Per (GPU type, pool): (when, GPUs) each running job frees there, soonest first."""
+
+
+def waits(
+    view: ClusterView, job: JobSpec, alloc: Alloc, pools: Sequence[Pool], released: Callable[[ClusterView], Releases]
+) -> bool:
     """Whether ``job`` would end sooner by waiting for as many GPUs of a faster type it allows (in
     ``pools``) than by starting on ``alloc`` now: each type's wait is when the jobs running on it,
     ending in order of their remaining work over their rate now, have freed enough of its GPUs
     (the jobs queued meanwhile, and the servers' placeability then, left out); each run time is the
     job's remaining work over its nominal rate on one server of the type. Never where the remaining
-    work is not revealed (information ``none``)."""
+    work is not revealed (information ``none``). ``released``: :func:`releases` (or a memo of it)."""
     left = view.remaining_work(job.job_id)
     if not left > 0:
         return False
@@ -218,7 +238,7 @@ def waits(view: ClusterView, job: JobSpec, alloc: Alloc, pools: Sequence[Pool]) 
     here = servers[alloc[0][0]].gpu_type.name
     now = view.now
     end_now = left / view.rate(job.job_id, n, 1, here)
-    frees: dict[tuple[str, Pool], list[tuple[float, int]]] | None = None
+    frees: Releases | None = None
     for pool in pools:
         for t in types_for(view, job, pool, n):
             end = left / view.rate(job.job_id, n, 1, t)
@@ -228,7 +248,7 @@ def waits(view: ClusterView, job: JobSpec, alloc: Alloc, pools: Sequence[Pool]) 
             if have >= n:  # room now, spread over servers: pack put the job on one server instead
                 continue
             if frees is None:
-                frees = _releases(view)
+                frees = released(view)
             for at, k in frees.get((t, pool), ()):
                 have += k
                 if have >= n:
@@ -238,11 +258,11 @@ def waits(view: ClusterView, job: JobSpec, alloc: Alloc, pools: Sequence[Pool]) 
     return False
 
 
-def _releases(view: ClusterView) -> dict[tuple[str, Pool], list[tuple[float, int]]]:
-    """Per (GPU type, pool): (when, GPUs) each running job frees there, soonest first (a job
+def releases(view: ClusterView) -> Releases:
+    """When the running jobs free their GPUs, by their remaining work over their rate now (a job
     checkpointing after a preemption, or not progressing, at no known time: left out)."""
     servers = view.servers
-    out: dict[tuple[str, Pool], list[tuple[float, int]]] = {}
+    out: Releases = {}
     for j in view.running:
         st = view.state(j)
         if st.status != JobStatus.RUNNING or not st.rate > 0 or not st.remaining_work >= 0:
