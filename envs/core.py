@@ -38,6 +38,7 @@ from envs.sim.policy import (
     Start,
     keeper,
     monotone,
+    reconsiders,
 )
 from heuristics import registry
 
@@ -252,6 +253,7 @@ class Core:
         # refusals of a monotone placement kept across decision points (no Keeper: what it keeps
         # changes at its own times): the view's room_grown when they were made
         self._refusals_hold = self._keeper is None and monotone(self.scheduler.placement)
+        self._reconsiders = reconsiders(self.scheduler.placement)
         self._grown = -1
         self.num_jobs = len(built.jobs)
         self.seed = seed
@@ -426,9 +428,13 @@ class Core:
         return True
 
     def start_with(self, start: Start) -> None:
-        """Apply a start; only the jobs that fitted before it can have stopped fitting."""
+        """Apply a start; only the jobs that fitted before it can have stopped fitting (unless the
+        placement :func:`~envs.sim.policy.reconsiders`: then every job is asked again)."""
         self.apply(start)
-        self._fits = {j: s for j, s in self._fits.items() if s is None and j != start.job}
+        if self._reconsiders:
+            self._fits = {}
+        else:
+            self._fits = {j: s for j, s in self._fits.items() if s is None and j != start.job}
 
     def expert_job(self, ordering: Ordering, visible: list[int]) -> int | None:
         """The job ``ordering`` would start now among the ``visible`` ones: the next of its
@@ -437,10 +443,11 @@ class Core:
 
         Within one decision point the ranking is walked once, as ComposedScheduler walks it: while
         the jobs it proposed are the ones started, the same (possibly stateful) iterator goes on;
-        any other start begins a fresh ranking."""
+        any other start begins a fresh ranking, and so does every start where the placement
+        reconsiders (ComposedScheduler then walks again from the top)."""
         key = id(ordering)
         held = self._experts.get(key)
-        if held is not None and held[0] == self.decision_index and held[2] is not None:
+        if held is not None and held[0] == self.decision_index and held[2] is not None and not self._reconsiders:
             it = held[1] if self.view.status_of(held[2]) != JobStatus.PENDING else None
         else:
             it = None

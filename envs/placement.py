@@ -10,7 +10,7 @@ from gymnasium import spaces
 
 from envs.base import CoreEnv
 from envs.obs import CLUSTER, JOB, SERVER
-from envs.sim.policy import Ordering
+from envs.sim.policy import Ordering, reconsiders
 from envs.sim.scenarios.base import servers_of
 from envs.spaces import MaskedDiscrete
 
@@ -139,7 +139,7 @@ class PlacementEnv(CoreEnv):
 
     def _act(self, server: int) -> None:
         if self.core.place_on(server):
-            self._placing = False
+            self._started()
         self._to_choice()
 
     def _observe(self) -> np.ndarray:
@@ -163,8 +163,15 @@ class PlacementEnv(CoreEnv):
                 self._mask = mask
                 return
             if self.core.place_on(int(np.flatnonzero(mask)[0])):  # a forced move is no decision
-                self._placing = False
+                self._started()
         self._mask = np.zeros(self.num_servers, dtype=bool)
+
+    def _started(self) -> None:
+        """The job being placed has started: the ranking's walk goes on, or starts again from
+        its top where the placement reconsiders (as ComposedScheduler's own loop)."""
+        self._placing = False
+        if reconsiders(self.core.scheduler.placement):
+            self._rank = self._walk(self.ordering.rank(self.core.view))
 
     def _next_job(self) -> bool:
         """The next job of the ordering's ranking that can start (one pass per decision point,

@@ -187,6 +187,12 @@ class PackPlacement:
         ``policy.monotone``. A job that waits for faster GPUs may start later on fewer."""
         return self.start == "now"
 
+    @property
+    def reconsiders(self) -> bool:
+        """With ``start="earliest-finish"``, a job held back may start once another has taken the
+        faster GPUs it waited for: see ``policy.reconsiders``."""
+        return self.start != "now"
+
     def place(self, view: ClusterView, job: int) -> Start | None:
         spec = view.job(job)
         seen, grown, refused = self._refused

@@ -15,6 +15,7 @@ import envs
 from envs.base import InvalidAction
 from envs.dual import env as dual_env
 from envs.obs import SERVER
+from envs.ordering import OrderingEnv
 from envs.sim import scenarios
 from envs.sim.config import ConfigError
 from envs.sim.metrics import TIMING_KEYS, summarize
@@ -443,3 +444,24 @@ def test_the_refusals_kept_between_decision_points_are_those_the_placement_makes
         if te or tr:
             env.reset()
     assert carried[0] > 0
+
+
+def test_both_experts_reproduce_a_placement_that_waits_for_faster_gpus():
+    """srsf-eft on cloud holds jobs back for faster GPUs, so a job it refused may start once another
+    has started (``policy.reconsiders``): its own loop then walks the ranking again after each
+    start, and both seats ask every job again, so the experts still equal the heuristic."""
+    direct = summarize(scenarios.simulate(scenarios.get("cloud"), registry.make("srsf-eft"), 5))
+    kw = dict.fromkeys(("placement", "scaling", "reclaim", "preemption"), "srsf-eft")
+    for env in (
+        gym.make("loangym/Ordering-v1", scenario="cloud", max_jobs=400, **kw).unwrapped,
+        gym.make("loangym/Placement-v1", scenario="cloud", ordering="srsf-eft", **kw).unwrapped,
+    ):
+        env.reset(options={"scenario_seed": 5})
+        done = False
+        while not done:
+            action = env.expert_action("srsf-eft") if isinstance(env, OrderingEnv) else env.expert_action()
+            _, _, te, tr, info = env.step(action)
+            done = te or tr
+        for k, v in direct.items():
+            if k not in TIMING_KEYS:
+                assert info["metrics"][k] == v, k

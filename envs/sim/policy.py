@@ -710,6 +710,14 @@ def monotone(placement: Placement) -> bool:
     return bool(getattr(placement, "monotone", False))
 
 
+def reconsiders(placement: Placement) -> bool:
+    """Whether ``placement`` declares (a ``reconsiders`` attribute that is true) that a job it
+    refused may fit after another job has started at the same decision point (one that holds
+    jobs back for faster GPUs: a start moves the wait it foresees). ``ComposedScheduler`` then walks
+    its ranking again from the top after each start, and the RL adapters ask every job again."""
+    return bool(getattr(placement, "reconsiders", False))
+
+
 class Preemption(Protocol):
     def preempt(self, view: ClusterView) -> Iterable[Action]:
         """Preempt actions taken at the start of a decision, before any job starts."""
@@ -798,18 +806,27 @@ class ComposedScheduler:
         yield from self.scaling.scale(view)
 
     def starts(self, view: ClusterView) -> Iterator[Action]:
+        """The ranking's jobs that can start, in its order, each start applied before the next job
+        is asked; with a placement that :func:`reconsiders`, the ranking is walked again from its
+        top after each start."""
         keeps = keeper(self.preemption)
         if keeps is not None:
             keeps.keeping(view)
-        for job in self.ordering.rank(view):
-            if keeps is not None and keeps.kept_from(view, job):
-                continue
-            start = self.placement.place(view, job)
-            if start is None:
-                if self.ordering.blocking:
-                    return
-                continue
-            yield start
+        again = reconsiders(self.placement)
+        while True:
+            for job in self.ordering.rank(view):
+                if keeps is not None and keeps.kept_from(view, job):
+                    continue
+                start = self.placement.place(view, job)
+                if start is None:
+                    if self.ordering.blocking:
+                        return
+                    continue
+                yield start
+                if again:
+                    break
+            else:
+                return
 
     def next_start(self, view: ClusterView) -> Start | None:
         """The first start :meth:`starts` would make now (the expert's ordering action)."""
