@@ -253,7 +253,8 @@ class Core:
         # refusals of a monotone placement kept across decision points (no Keeper: what it keeps
         # changes at its own times): the view's room_grown when they were made
         self._refusals_hold = self._keeper is None and monotone(self.scheduler.placement)
-        self._reconsiders = reconsiders(self.scheduler.placement)
+        # the placement may take a job it refused once another has started (policy.reconsiders)
+        self.reconsiders = reconsiders(self.scheduler.placement)
         self._grown = -1
         self.num_jobs = len(built.jobs)
         self.seed = seed
@@ -431,7 +432,7 @@ class Core:
         """Apply a start; only the jobs that fitted before it can have stopped fitting (unless the
         placement :func:`~envs.sim.policy.reconsiders`: then every job is asked again)."""
         self.apply(start)
-        if self._reconsiders:
+        if self.reconsiders:
             self._fits = {}
         else:
             self._fits = {j: s for j, s in self._fits.items() if s is None and j != start.job}
@@ -447,7 +448,7 @@ class Core:
         reconsiders (ComposedScheduler then walks again from the top)."""
         key = id(ordering)
         held = self._experts.get(key)
-        if held is not None and held[0] == self.decision_index and held[2] is not None and not self._reconsiders:
+        if held is not None and held[0] == self.decision_index and held[2] is not None and not self.reconsiders:
             it = held[1] if self.view.status_of(held[2]) != JobStatus.PENDING else None
         else:
             it = None

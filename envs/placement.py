@@ -10,7 +10,7 @@ from gymnasium import spaces
 
 from envs.base import CoreEnv
 from envs.obs import CLUSTER, JOB, SERVER
-from envs.sim.policy import Ordering, reconsiders
+from envs.sim.policy import Ordering
 from envs.sim.scenarios.base import servers_of
 from envs.spaces import MaskedDiscrete
 
@@ -170,7 +170,7 @@ class PlacementEnv(CoreEnv):
         """The job being placed has started: the ranking's walk goes on, or starts again from
         its top where the placement reconsiders (as ComposedScheduler's own loop)."""
         self._placing = False
-        if reconsiders(self.core.scheduler.placement):
+        if self.core.reconsiders:
             self._rank = self._walk(self.ordering.rank(self.core.view))
 
     def _next_job(self) -> bool:
