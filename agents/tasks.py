@@ -153,7 +153,7 @@ TASKS: dict[str, BenchTask] = {
             "avg_jct_s",
             True,
             (*_CLAIRVOYANT, "srsf", "srsf-eft"),
-            _ORACLES,
+            (*_ORACLES, "oracle-srsf-eft-speed"),
             "heterogeneous GPU types with latent per-machine speed factors, revealed only by "
             "job progress (the dual-agent paper's setting); fee is reported beside the JCT.",
             train=_seats(

@@ -37,7 +37,8 @@ Rows (each the mean of the task's metric over the seeds, and its change against 
   (``envs.lookahead.best_sampled``). Preemption candidates are then the running jobs with the
   most work done. It may lose to the base where the draws mislead it.
 - ``placement = oracle-speed``: the placement seat puts each job on the server where it runs
-  fastest by the machines' true speed factors.
+  fastest by the machines' true speed factors; where the base's own placement waits for faster
+  GPUs (``srsf-eft``), ``oracle-srsf-eft-speed``'s, which also waits for a truly faster machine.
 - ``scaling = fifo``: FIFO's scaling component, which never rescales: elastic jobs keep their
   requested size (what the base's scaling heuristic is worth, not an oracle).
 
@@ -71,10 +72,11 @@ from agents import tasks as suite
 from envs.core import Components, Core, CoreConfig
 from envs.lookahead import Step, best, best_sampled, check_blind, ordering_jobs, play, start, value
 from envs.sim.config import ConfigError
-from envs.sim.policy import ClusterView, JobStatus, Start
+from envs.sim.policy import ClusterView, JobStatus, Start, reconsiders
 from heuristics.common import TRAINING_ONLY, pack
 from heuristics.mlfs import MlfsConfig
 from heuristics.mlfs_priority import latest_start
+from heuristics.registry import make
 
 
 def slots(core: Core) -> int:
@@ -290,7 +292,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"sampled lookahead ({args.lookahead}, {args.sampled})" if args.sampled else f"lookahead ({args.lookahead})"
         )
         rows.append((f"{seat} = {kind}", statistics.mean(values)))
-    seats = (("placement = oracle-speed", "placement", "oracle-speed"), ("scaling = fifo", "scaling", "fifo"))
+    own = getattr(make(base), "placement", None)  # a base that waits for faster GPUs meets the oracle that waits
+    speed = "oracle-srsf-eft-speed" if own is not None and reconsiders(own) else "oracle-speed"
+    seats = ((f"placement = {speed}", "placement", speed), ("scaling = fifo", "scaling", "fifo"))
     for label, field, name in seats:
         cfg = dataclasses.replace(config, components=dataclasses.replace(components, **{field: name}))
         rows.append((label, mean_of(cfg, base)))
@@ -298,7 +302,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"task {task.name} ({task.scenario}, {sets}), base {base}, {metric} over seeds {args.seeds}:")
     for label, v in rows:
         change = (v - ref) / abs(ref) if ref else float("nan")
-        print(f"  {label:32} {v:12,.3f}  {100 * change:+6.1f}%")
+        print(f"  {label:34} {v:12,.3f}  {100 * change:+6.1f}%")
     if metric == "deadline_hit_ratio":
         print(f"ceiling: {deadline_ceiling(config, seeds):.4f} of the deadlines could be met at all (each job alone")
         print("  at its fastest rate from its submission): no policy meets more")

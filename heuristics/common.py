@@ -8,7 +8,7 @@ import math
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated
+from typing import Annotated, Any
 
 from envs.sim.model import JobSpec, Pool
 from envs.sim.policy import Alloc, ClusterView, JobStatus, Start
@@ -176,10 +176,7 @@ class PackPlacement:
     _refused: tuple[object, int, set[tuple[int, frozenset[str] | None]]] = field(
         default_factory=lambda: (None, -1, set()), init=False, repr=False, compare=False
     )
-    # (start="earliest-finish") the running jobs' releases as of (view, now, their stamps then)
-    _releases: tuple[object, float, list[tuple[int, int]], Releases] = field(
-        default_factory=lambda: (None, math.nan, [], {}), init=False, repr=False, compare=False
-    )
+    _released: ReleaseMemo = field(default_factory=lambda: ReleaseMemo(), init=False, repr=False, compare=False)
 
     @property
     def monotone(self) -> bool:
@@ -211,16 +208,6 @@ class PackPlacement:
                 return Start(job, alloc)
         refused.add(size)
         return None
-
-    def _released(self, view: ClusterView) -> Releases:
-        """:func:`releases`, computed again only when the time or a running job's stamp changed
-        (a decision point asks for every pending job it walks)."""
-        seen, at, stamps, out = self._releases
-        now = view.running_stamps()
-        if seen is not view or at != view.now or stamps != now:
-            out = releases(view)
-            self._releases = (view, view.now, now, out)
-        return out
 
 
 Releases = dict[tuple[str, Pool], list[tuple[float, int]]]
@@ -264,21 +251,42 @@ def waits(
     return False
 
 
-def releases(view: ClusterView) -> Releases:
+def releases(view: ClusterView, per_server: bool = False) -> dict[Any, list[tuple[float, int]]]:
     """When the running jobs free their GPUs, by their remaining work over their rate now (a job
-    checkpointing after a preemption, or not progressing, at no known time: left out)."""
+    checkpointing after a preemption, or not progressing, at no known time: left out): per (GPU
+    type, pool) (:data:`Releases`), or per server id with ``per_server``."""
     servers = view.servers
-    out: Releases = {}
+    out: dict[Any, list[tuple[float, int]]] = {}
     for j in view.running:
         st = view.state(j)
         if st.status != JobStatus.RUNNING or not st.rate > 0 or not st.remaining_work >= 0:
             continue
         at = max(view.now, st.restarting_until) + st.remaining_work / st.rate
         for s, k in (*st.base, *st.flex):
-            out.setdefault((servers[s].gpu_type.name, servers[s].pool), []).append((at, k))
+            where = s if per_server else (servers[s].gpu_type.name, servers[s].pool)
+            out.setdefault(where, []).append((at, k))
     for v in out.values():
         v.sort()
     return out
+
+
+@dataclass
+class ReleaseMemo:
+    """:func:`releases`, computed again only when the view, the time or a running job's stamp
+    changed (a decision point asks for every pending job it walks)."""
+
+    per_server: bool = False
+    _held: tuple[object, float, list[tuple[int, int]], dict[Any, list[tuple[float, int]]]] = field(
+        default_factory=lambda: (None, math.nan, [], {}), init=False, repr=False, compare=False
+    )
+
+    def __call__(self, view: ClusterView) -> dict[Any, list[tuple[float, int]]]:
+        seen, at, stamps, out = self._held
+        now = view.running_stamps()
+        if seen is not view or at != view.now or stamps != now:
+            out = releases(view, self.per_server)
+            self._held = (view, view.now, now, out)
+        return out
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,10 @@ them.
   which places by the machines' true speeds (the placement seat's headroom where machines differ
   by a latent factor, as on ``cloud``).
 - ``oracle-sjf-speed``: both seats' truths together.
+- ``oracle-srsf-eft-speed``: ``srsf-eft`` (its ranking, preemption, and starts that wait for
+  faster GPUs where that ends a job sooner) whose placement and wait read the machines' true
+  speeds (:class:`TrueSpeedPlacement` with ``start="earliest-finish"``): the placement seat's
+  headroom over srsf-eft, the best realistic heuristic on ``cloud``.
 - ``oracle-mlfs-speed``: MLFS (its priorities, load control and migrations) whose starts are
   placed by :class:`TrueSpeedPlacement`: the placement seat's headroom over MLFS, the best
   realistic heuristic where machines differ (``cloud``).
@@ -19,18 +23,20 @@ them.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
-from envs.sim.model import JobSpec
+from envs.sim.model import JobSpec, Pool
 from envs.sim.policy import Alloc, ClusterView, ComposedScheduler, Start
 from heuristics.aryl import aryl
 from heuristics.aryl_config import ArylConfig
-from heuristics.common import TRAINING_ONLY, PackConfig, pack, start_sizes, types_for
+from heuristics.common import TRAINING_ONLY, PackConfig, ReleaseMemo, pack, start_sizes, types_for
 from heuristics.fifo import QueueOrdering, by_remaining, sjf
 from heuristics.mlfs import MlfsConfig
 from heuristics.mlfs import build as build_mlfs
 from heuristics.qssf import QssfOrdering
 from heuristics.registry import register
+from heuristics.srtf import SrsfConfig, srsf
 
 
 @dataclass
@@ -40,17 +46,63 @@ class TrueSpeedPlacement:
     shows), the tightest fit among equals, then the lowest id; a gang no server holds is spread
     as :func:`heuristics.common.pack` spreads it. Training pool only. An elastic job starts at
     the size ``elastic`` gives (:func:`heuristics.common.start_sizes`), as the placement of the
-    realistic policy it stands beside does."""
+    realistic policy it stands beside does.
+
+    ``start``: as ``heuristics.common.STARTS``. With ``earliest-finish`` a job that fits waits
+    where one server that runs it faster (true speeds) holds enough GPUs once the jobs running on
+    it end (their true remaining run times) soon enough that it would end sooner there."""
 
     elastic: str = "max"
+    start: str = "now"
+    _released: ReleaseMemo = field(
+        default_factory=lambda: ReleaseMemo(per_server=True), init=False, repr=False, compare=False
+    )
+
+    @property
+    def reconsiders(self) -> bool:
+        """With ``start="earliest-finish"``: see ``policy.reconsiders``."""
+        return self.start != "now"
 
     def place(self, view: ClusterView, job: int) -> Start | None:
         spec = view.job(job)
         for n in start_sizes(spec, self.elastic):
             alloc = self._one_server(view, spec, n) or pack(view, spec, n, TRAINING_ONLY)
             if alloc is not None:
+                if self.start != "now" and self._waits(view, spec, alloc):
+                    return None
                 return Start(job, alloc)
         return None
+
+    def _waits(self, view: ClusterView, spec: JobSpec, alloc: Alloc) -> bool:
+        """Whether ``spec`` ends sooner waiting for one faster server than starting on ``alloc``
+        now (true speeds; the jobs queued meanwhile left out, as ``heuristics.common.waits``)."""
+        left = view.remaining_work(spec.job_id)
+        if not left > 0:
+            return False
+        servers = view.servers
+        n = sum(k for _, k in alloc)
+        here = servers[alloc[0][0]].gpu_type.name
+        slowest = min(servers[s].speed_factor for s, _ in alloc)
+        end_now = left / (view.rate(spec.job_id, n, len(alloc), here) * slowest)
+        allowed = types_for(view, spec, Pool.TRAINING, n)
+        frees: dict[Any, list[tuple[float, int]]] | None = None
+        for sid, server in enumerate(servers):
+            t = server.gpu_type.name
+            if server.pool != Pool.TRAINING or server.num_gpus < n or t not in allowed or not view.placeable(sid):
+                continue
+            end = left / (view.rate(spec.job_id, n, 1, t) * server.speed_factor)
+            have = view.free(sid)
+            if end >= end_now or have >= n:
+                continue
+            if frees is None:
+                frees = self._released(view)
+            for at, k in frees.get(sid, ()):
+                have += k
+                if have >= n:
+                    if at - view.now + end < end_now:
+                        return True
+                    break
+        return False
 
     @staticmethod
     def _one_server(view: ClusterView, spec: JobSpec, n: int) -> Alloc | None:
@@ -76,6 +128,12 @@ def oracle_sjf_speed() -> ComposedScheduler:
     return ComposedScheduler("oracle-sjf-speed", QueueOrdering(by_remaining, blocking=False), TrueSpeedPlacement())
 
 
+def oracle_srsf_eft_speed(config: SrsfConfig | None = None) -> ComposedScheduler:
+    c = dataclasses.replace(config or SrsfConfig(), start="earliest-finish")
+    eft = srsf(c, "oracle-srsf-eft-speed")
+    return dataclasses.replace(eft, placement=TrueSpeedPlacement(elastic=c.elastic, start=c.start))
+
+
 def oracle_mlfs_speed(config: MlfsConfig | None = None) -> ComposedScheduler:
     mlfs = build_mlfs("oracle-mlfs-speed", config or MlfsConfig())  # MLFS starts every job at its requested size
     return dataclasses.replace(mlfs, placement=TrueSpeedPlacement(elastic="requested"))
@@ -85,4 +143,5 @@ register("oracle-sjf", sjf, PackConfig, oracle=True)
 register("oracle-aryl", aryl, ArylConfig, oracle=True)
 register("oracle-speed", oracle_speed, oracle=True)
 register("oracle-sjf-speed", oracle_sjf_speed, oracle=True)
+register("oracle-srsf-eft-speed", oracle_srsf_eft_speed, SrsfConfig, oracle=True)
 register("oracle-mlfs-speed", oracle_mlfs_speed, MlfsConfig, oracle=True)
