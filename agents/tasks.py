@@ -111,9 +111,9 @@ _LOAD_4_GITTINS = (("gittins.round_s", "1800"),)
 # places consolidated first (commit 77c2ccb) it also leads sjf on cloud's training seeds 0-59 and
 # evaluation seeds, so cloud lists it too. It is not the best heuristic on default-estimate or
 # deadline (commands and figures: commit 06193ec and the README). srsf-eft, srsf that starts a job
-# only where that ends it no later than waiting for faster GPUs would, took srsf from 12,868 to
-# 11,294 s on cloud's training seeds 0-19 and from 15,050 to 12,627 s on its evaluation seeds; on
-# the other tasks' clusters (one GPU type in the training pool) it is srsf itself
+# only where that ends it no later than waiting for one server of a faster type would, took srsf from
+# 12,868 to 10,540 s on cloud's training seeds 0-19 and from 15,050 to 11,293 s on its evaluation
+# seeds; on the other tasks' clusters (one GPU type in the training pool) it is srsf itself
 
 TASKS: dict[str, BenchTask] = {
     t.name: t

@@ -8,7 +8,7 @@ import math
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated
 
 from envs.sim.model import JobSpec, Pool
 from envs.sim.policy import Alloc, ClusterView, JobStatus, Start
@@ -26,7 +26,7 @@ machine's latent speed factor; ties in the cluster's order), or the cluster's ``
 
 STARTS = ("now", "earliest-finish")
 """When a placement starts a job that fits: ``now``, on the GPUs free now, as every policy of the
-papers does; or ``earliest-finish``, only where that ends it no later than waiting for the GPUs
+papers does; or ``earliest-finish``, only where that ends it no later than waiting for one server
 of a faster type it allows would (the minimum-completion-time rule of list scheduling on
 heterogeneous machines, as in HEFT): :func:`waits`."""
 
@@ -210,61 +210,67 @@ class PackPlacement:
         return None
 
 
-Releases = dict[tuple[str, Pool], list[tuple[float, int]]]
-"""Per (GPU type, pool): (when, GPUs) each running job frees there, soonest first."""
+Releases = dict[int, list[tuple[float, int]]]
+"""Per server id: (when, GPUs) each running job frees there, soonest first."""
 
 
 def waits(
-    view: ClusterView, job: JobSpec, alloc: Alloc, pools: Sequence[Pool], released: Callable[[ClusterView], Releases]
+    view: ClusterView,
+    job: JobSpec,
+    alloc: Alloc,
+    pools: Sequence[Pool],
+    released: Callable[[ClusterView], Releases],
+    factors: Sequence[float] | None = None,
 ) -> bool:
-    """Whether ``job`` would end sooner by waiting for as many GPUs of a faster type it allows (in
-    ``pools``) than by starting on ``alloc`` now: each type's wait is when the jobs running on it,
-    ending in order of their remaining work over their rate now, have freed enough of its GPUs
-    (the jobs queued meanwhile, and the servers' placeability then, left out); each run time is the
-    job's remaining work over its nominal rate on one server of the type. Never where the remaining
-    work is not revealed (information ``none``). ``released``: :func:`releases` (or a memo of it)."""
+    """Whether ``job`` would end sooner by waiting for one server that runs it faster (of a GPU
+    type it allows, in ``pools``) to hold as many free GPUs than by starting on ``alloc`` now: a
+    server's wait is when the jobs running on it, ending in order of their remaining work over
+    their rate now, have freed enough of its GPUs (the jobs queued meanwhile, and its placeability
+    then, left out); a run time is the job's remaining work over its nominal rate on the type,
+    times the server's speed factor in ``factors`` where given (an oracle's true ones; else 1).
+    Never where the remaining work is not revealed (information ``none``). ``released``:
+    :func:`releases` (or a :class:`ReleaseMemo`)."""
     left = view.remaining_work(job.job_id)
     if not left > 0:
         return False
     n = sum(k for _, k in alloc)
     servers = view.servers
     here = servers[alloc[0][0]].gpu_type.name
-    now = view.now
-    end_now = left / view.rate(job.job_id, n, 1, here)
+    slowest = 1.0 if factors is None else min(factors[s] for s, _ in alloc)
+    end_now = left / (view.rate(job.job_id, n, len(alloc), here) * slowest)
     frees: Releases | None = None
     for pool in pools:
         for t in types_for(view, job, pool, n):
-            end = left / view.rate(job.job_id, n, 1, t)
-            if end >= end_now or t == here:
-                continue
-            have = view.total_free(t, pool)
-            if have >= n:  # room now, spread over servers: pack put the job on one server instead
-                continue
-            if frees is None:
-                frees = released(view)
-            for at, k in frees.get((t, pool), ()):
-                have += k
-                if have >= n:
-                    if at - now + end < end_now:
-                        return True
-                    break
+            rate = view.rate(job.job_id, n, 1, t)
+            if factors is None and left / rate >= end_now:
+                continue  # (no server of the type is faster)
+            for sid in servers_of(view, t, pool):
+                end = left / (rate if factors is None else rate * factors[sid])
+                have = view.free(sid)
+                if end >= end_now or have >= n or servers[sid].num_gpus < n or not view.placeable(sid):
+                    continue  # (one with room now: the placement chose another)
+                if frees is None:
+                    frees = released(view)
+                for at, k in frees.get(sid, ()):
+                    have += k
+                    if have >= n:
+                        if at - view.now + end < end_now:
+                            return True
+                        break
     return False
 
 
-def releases(view: ClusterView, per_server: bool = False) -> dict[Any, list[tuple[float, int]]]:
-    """When the running jobs free their GPUs, by their remaining work over their rate now (a job
-    checkpointing after a preemption, or not progressing, at no known time: left out): per (GPU
-    type, pool) (:data:`Releases`), or per server id with ``per_server``."""
-    servers = view.servers
-    out: dict[Any, list[tuple[float, int]]] = {}
+def releases(view: ClusterView) -> Releases:
+    """When the running jobs free their GPUs, per server, by their remaining work over their rate
+    now (a job checkpointing after a preemption, or not progressing, at no known time: left out)."""
+    out: Releases = {}
     for j in view.running:
         st = view.state(j)
         if st.status != JobStatus.RUNNING or not st.rate > 0 or not st.remaining_work >= 0:
             continue
         at = max(view.now, st.restarting_until) + st.remaining_work / st.rate
         for s, k in (*st.base, *st.flex):
-            where = s if per_server else (servers[s].gpu_type.name, servers[s].pool)
-            out.setdefault(where, []).append((at, k))
+            out.setdefault(s, []).append((at, k))
     for v in out.values():
         v.sort()
     return out
@@ -275,18 +281,32 @@ class ReleaseMemo:
     """:func:`releases`, computed again only when the view, the time or a running job's stamp
     changed (a decision point asks for every pending job it walks)."""
 
-    per_server: bool = False
-    _held: tuple[object, float, list[tuple[int, int]], dict[Any, list[tuple[float, int]]]] = field(
-        default_factory=lambda: (None, math.nan, [], {}), init=False, repr=False, compare=False
+    _held: tuple[object, float, list[tuple[int, int]], Releases] = field(
+        default=(None, math.nan, [], {}), init=False, repr=False, compare=False
     )
 
-    def __call__(self, view: ClusterView) -> dict[Any, list[tuple[float, int]]]:
+    def __call__(self, view: ClusterView) -> Releases:
         seen, at, stamps, out = self._held
         now = view.running_stamps()
         if seen is not view or at != view.now or stamps != now:
-            out = releases(view, self.per_server)
+            out = releases(view)
             self._held = (view, view.now, now, out)
         return out
+
+
+_SERVERS: weakref.WeakKeyDictionary[ClusterView, dict[tuple[str, Pool], tuple[int, ...]]] = weakref.WeakKeyDictionary()
+""":func:`servers_of`'s answers, kept per view (dropped with it)."""
+
+
+def servers_of(view: ClusterView, gpu_type: str, pool: Pool) -> tuple[int, ...]:
+    """Every server of ``gpu_type`` in ``pool``, in id order (placeable now or not, full or not)."""
+    memo = _SERVERS.get(view)
+    if memo is None:
+        memo = _SERVERS[view] = {}
+        for sid, server in enumerate(view.servers):
+            key = (server.gpu_type.name, server.pool)
+            memo[key] = (*memo.get(key, ()), sid)
+    return memo.get((gpu_type, pool), ())
 
 
 @dataclass(frozen=True)

@@ -24,13 +24,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
 
-from envs.sim.model import JobSpec, Pool
+from envs.sim.model import JobSpec
 from envs.sim.policy import Alloc, ClusterView, ComposedScheduler, Start
 from heuristics.aryl import aryl
 from heuristics.aryl_config import ArylConfig
-from heuristics.common import TRAINING_ONLY, PackConfig, ReleaseMemo, pack, start_sizes, types_for
+from heuristics.common import TRAINING_ONLY, PackConfig, ReleaseMemo, pack, start_sizes, types_for, waits
 from heuristics.fifo import QueueOrdering, by_remaining, sjf
 from heuristics.mlfs import MlfsConfig
 from heuristics.mlfs import build as build_mlfs
@@ -48,15 +47,12 @@ class TrueSpeedPlacement:
     the size ``elastic`` gives (:func:`heuristics.common.start_sizes`), as the placement of the
     realistic policy it stands beside does.
 
-    ``start``: as ``heuristics.common.STARTS``. With ``earliest-finish`` a job that fits waits
-    where one server that runs it faster (true speeds) holds enough GPUs once the jobs running on
-    it end (their true remaining run times) soon enough that it would end sooner there."""
+    ``start``: as ``heuristics.common.STARTS``; with ``earliest-finish`` the wait for one faster
+    server reads the true speed factors and run times (``heuristics.common.waits``)."""
 
     elastic: str = "max"
     start: str = "now"
-    _released: ReleaseMemo = field(
-        default_factory=lambda: ReleaseMemo(per_server=True), init=False, repr=False, compare=False
-    )
+    _released: ReleaseMemo = field(default_factory=lambda: ReleaseMemo(), init=False, repr=False, compare=False)
 
     @property
     def reconsiders(self) -> bool:
@@ -68,41 +64,12 @@ class TrueSpeedPlacement:
         for n in start_sizes(spec, self.elastic):
             alloc = self._one_server(view, spec, n) or pack(view, spec, n, TRAINING_ONLY)
             if alloc is not None:
-                if self.start != "now" and self._waits(view, spec, alloc):
-                    return None
+                if self.start != "now":
+                    factors = [s.speed_factor for s in view.servers]
+                    if waits(view, spec, alloc, TRAINING_ONLY, self._released, factors):
+                        return None
                 return Start(job, alloc)
         return None
-
-    def _waits(self, view: ClusterView, spec: JobSpec, alloc: Alloc) -> bool:
-        """Whether ``spec`` ends sooner waiting for one faster server than starting on ``alloc``
-        now (true speeds; the jobs queued meanwhile left out, as ``heuristics.common.waits``)."""
-        left = view.remaining_work(spec.job_id)
-        if not left > 0:
-            return False
-        servers = view.servers
-        n = sum(k for _, k in alloc)
-        here = servers[alloc[0][0]].gpu_type.name
-        slowest = min(servers[s].speed_factor for s, _ in alloc)
-        end_now = left / (view.rate(spec.job_id, n, len(alloc), here) * slowest)
-        allowed = types_for(view, spec, Pool.TRAINING, n)
-        frees: dict[Any, list[tuple[float, int]]] | None = None
-        for sid, server in enumerate(servers):
-            t = server.gpu_type.name
-            if server.pool != Pool.TRAINING or server.num_gpus < n or t not in allowed or not view.placeable(sid):
-                continue
-            end = left / (view.rate(spec.job_id, n, 1, t) * server.speed_factor)
-            have = view.free(sid)
-            if end >= end_now or have >= n:
-                continue
-            if frees is None:
-                frees = self._released(view)
-            for at, k in frees.get(sid, ()):
-                have += k
-                if have >= n:
-                    if at - view.now + end < end_now:
-                        return True
-                    break
-        return False
 
     @staticmethod
     def _one_server(view: ClusterView, spec: JobSpec, n: int) -> Alloc | None:

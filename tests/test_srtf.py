@@ -158,6 +158,21 @@ def test_earliest_finish_waits_for_faster_gpus_only_where_that_ends_the_job_soon
     assert not PackPlacement(start="earliest-finish").monotone and PackPlacement().monotone
 
 
+def test_earliest_finish_waits_for_one_faster_server_not_for_a_spread_over_several():
+    # two 4-GPU A100 servers, busy until 1,000 s, and a free 8-GPU T4 server: j2 (8 GPUs, 600 s)
+    # would end at 1,000 + 300 s spread over both A100s, sooner than at 10 + 1,800 s on the T4, but
+    # no one A100 server holds it: srsf-eft starts it on the T4 at once
+    srv = [
+        ServerSpec(0, A100, 4, Pool.TRAINING),
+        ServerSpec(1, A100, 4, Pool.TRAINING),
+        ServerSpec(2, T4, 8, Pool.TRAINING),
+    ]
+    jobs = [job(0, 0.0, 2_000.0, 4), job(1, 0.0, 2_000.0, 4), job(2, 10.0, 600.0, 8)]
+    policy = srsf_eft(SrsfConfig(factor=100.0))
+    r = Engine(srv, jobs, policy, Linear(), None, NO_OVERHEAD, log=True).run()  # type: ignore[arg-type]
+    assert events(r, "start") == [(0.0, "start", 0), (0.0, "start", 1), (10.0, "start", 2)]
+
+
 def test_earliest_finish_is_the_policy_itself_where_it_cannot_tell_a_sooner_end():
     # one GPU type in the training pool (default), or no duration revealed (information none)
     s = scenarios.get("default", {"workload.synthetic.num_jobs": "40"})
