@@ -157,7 +157,7 @@ TASKS: dict[str, BenchTask] = {
             "heterogeneous GPU types with latent per-machine speed factors, revealed only by "
             "job progress (the dual-agent paper's setting); fee is reported beside the JCT.",
             train=_seats(
-                "srsf",
+                "srsf-eft",
                 *("--set", "ordering_share=0.3", "--set", "placement_lr_scale=1.0", "--set", "clip_range=0.2"),
                 *_STEPS,
             ),
