@@ -178,6 +178,11 @@ class PackPlacement:
     )
     _released: ReleaseMemo = field(default_factory=lambda: ReleaseMemo(), init=False, repr=False, compare=False)
 
+    @classmethod
+    def of(cls, config: PackConfig) -> PackPlacement:
+        """The placement a policy's :class:`PackConfig` (or a subclass's) sets."""
+        return cls(type_order=config.type_order, elastic=config.elastic, start=config.start)
+
     @property
     def monotone(self) -> bool:
         """With ``start="now"``, pack reads the job and the placeable free GPUs only: see

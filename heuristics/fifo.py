@@ -108,7 +108,7 @@ def fifo(config: PackConfig | None = None) -> ComposedScheduler:
     return ComposedScheduler(
         "fifo",
         QueueOrdering(by_submit, blocking=True),
-        PackPlacement(type_order=c.type_order, elastic=c.elastic, start=c.start),
+        PackPlacement.of(c),
     )
 
 
@@ -117,7 +117,7 @@ def sjf(config: PackConfig | None = None) -> ComposedScheduler:
     return ComposedScheduler(
         "sjf",
         QueueOrdering(by_remaining, blocking=False, gpus=requested),
-        PackPlacement(type_order=c.type_order, elastic=c.elastic, start=c.start),
+        PackPlacement.of(c),
     )
 
 

@@ -124,9 +124,7 @@ class QssfOrdering:
 
 def qssf(config: PackConfig | None = None) -> ComposedScheduler:
     c = config or PackConfig()
-    return ComposedScheduler(
-        "qssf", QssfOrdering(), PackPlacement(type_order=c.type_order, elastic=c.elastic, start=c.start)
-    )
+    return ComposedScheduler("qssf", QssfOrdering(), PackPlacement.of(c))
 
 
 register("qssf", qssf, PackConfig, needs="none")

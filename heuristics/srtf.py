@@ -137,7 +137,7 @@ def preemptive(name: str, ordering: ShortestRemainingFirst, c: SrtfConfig) -> Co
     return ComposedScheduler(
         name,
         ordering,
-        PackPlacement(type_order=c.type_order, elastic=c.elastic, start=c.start),
+        PackPlacement.of(c),
         preemption=ordering,
         round_s=c.round_s,
     )
