@@ -138,7 +138,7 @@ TASKS: dict[str, BenchTask] = {
             (*_ORACLES, "oracle-srsf-eft-speed"),
             "train.py's default scenario with true durations: the heuristics see what the oracles "
             "see, so the headroom is in the decisions, not in information.",
-            train=_seats("srsf", *_STEPS),
+            train=_seats("srsf-eft", *_STEPS),
         ),
         BenchTask(
             "default-estimate",
