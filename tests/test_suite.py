@@ -537,5 +537,5 @@ def test_dagger_keeps_the_base_where_no_margin_beats_it(
     margins = ["--margins", "1e9", "--rollout-margins", "1e9", "--save", str(tmp_path / "agent")]
     assert dagger.main(args + margins) == 0
     out = capsys.readouterr().out
-    assert "no round and margin beat srsf in the seat on the evaluation seeds" in out and "test seeds" not in out
+    assert "no round and margin beat srsf-eft in the seat on the evaluation seeds" in out and "test seeds" not in out
     assert not (tmp_path / "agent").exists()
