@@ -6,12 +6,14 @@ FitGpp's FIFO.
 
 ``sjf``: shortest job first by the isolated remaining run time (the trace's duration: a perfect
 estimate), backfilling: a job that does not fit is skipped, so a shorter one behind it starts.
+
+``sjf-eft``: ``sjf`` with ``start="earliest-finish"`` (``heuristics.common.STARTS``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from envs.sim.model import JobSpec
 from envs.sim.policy import ClusterView, ComposedScheduler, JobStatus
@@ -112,14 +114,22 @@ def fifo(config: PackConfig | None = None) -> ComposedScheduler:
     )
 
 
-def sjf(config: PackConfig | None = None) -> ComposedScheduler:
+def sjf(config: PackConfig | None = None, name: str = "sjf") -> ComposedScheduler:
     c = config or PackConfig()
     return ComposedScheduler(
-        "sjf",
+        name,
         QueueOrdering(by_remaining, blocking=False, gpus=requested),
         PackPlacement.of(c),
     )
 
 
+def sjf_eft(config: PackConfig | None = None) -> ComposedScheduler:
+    """``sjf`` that starts a job only where that ends it no later than waiting for faster GPUs
+    would (``start="earliest-finish"``, ``heuristics.common.STARTS``): a name for it, so that it can
+    sit in the agents' seats (components are named policies)."""
+    return sjf(replace(config or PackConfig(), start="earliest-finish"), "sjf-eft")
+
+
 register("fifo", fifo, PackConfig, needs="none")
 register("sjf", sjf, PackConfig)
+register("sjf-eft", sjf_eft, PackConfig)

@@ -204,3 +204,10 @@ def test_earliest_finish_is_the_policy_itself_where_it_cannot_tell_a_sooner_end(
     cloud = scenarios.get("cloud", {"workload.synthetic.num_jobs": "40"})
     runs = [scenarios.simulate(cloud, make("fifo", {"start": start}), 1).finish for start in STARTS]
     assert not np.array_equal(*runs)
+
+
+def test_sjf_eft_is_sjf_with_the_earliest_finish_start():
+    cloud = scenarios.get("cloud", {"workload.synthetic.num_jobs": "40"})
+    named, set_ = (scenarios.simulate(cloud, p, 1).finish for p in (make("sjf-eft"), make("sjf", {"start": STARTS[1]})))
+    assert np.array_equal(named, set_) and make("sjf-eft").name == "sjf-eft"
+    assert not np.array_equal(named, scenarios.simulate(cloud, make("sjf"), 1).finish)
