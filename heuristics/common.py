@@ -31,6 +31,11 @@ of a faster type it allows would (the minimum-completion-time rule of list sched
 heterogeneous machines, as in HEFT): :func:`waits`."""
 
 
+Remaining = Callable[[ClusterView, int], float]
+"""A job's remaining work (``JobState``'s units) as a policy reads it: what the run reveals
+(``view.remaining_work``, nan at information ``none``), or the policy's own estimate."""
+
+
 ELASTIC_STARTS = ("max", "requested")
 """The size at which a placement starts an elastic job: ``max``, its most GPUs where they fit now
 (else its requested size), or always its ``requested`` size (what the published FIFO, SJF and
@@ -172,16 +177,21 @@ class PackPlacement:
     type_order: str = "fastest"
     elastic: str = "max"
     start: str = "now"
+    remaining: Remaining | None = None  # what ``earliest-finish`` reads of remaining works (None: the run's)
     # the refused (num_gpus, gpu_types) as of (view, its room_grown then)
     _refused: tuple[object, int, set[tuple[int, frozenset[str] | None]]] = field(
         default_factory=lambda: (None, -1, set()), init=False, repr=False, compare=False
     )
-    _released: ReleaseMemo = field(default_factory=lambda: ReleaseMemo(), init=False, repr=False, compare=False)
+    _released: ReleaseMemo = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._released = ReleaseMemo(self.remaining)
 
     @classmethod
-    def of(cls, config: PackConfig) -> PackPlacement:
-        """The placement a policy's :class:`PackConfig` (or a subclass's) sets."""
-        return cls(type_order=config.type_order, elastic=config.elastic, start=config.start)
+    def of(cls, config: PackConfig, remaining: Remaining | None = None) -> PackPlacement:
+        """The placement a policy's :class:`PackConfig` (or a subclass's) sets; ``remaining``: an
+        estimate the ``earliest-finish`` start reads in place of what the run reveals."""
+        return cls(type_order=config.type_order, elastic=config.elastic, start=config.start, remaining=remaining)
 
     @property
     def monotone(self) -> bool:
@@ -208,7 +218,9 @@ class PackPlacement:
         for n in start_sizes(spec, self.elastic):
             alloc = pack(view, spec, n, self.pools, type_order=self.type_order)
             if alloc is not None:
-                if self.start != "now" and waits(view, spec, alloc, self.pools, self._released):
+                if self.start != "now" and waits(
+                    view, spec, alloc, self.pools, self._released, remaining=self.remaining
+                ):
                     return None
                 return Start(job, alloc)
         refused.add(size)
@@ -226,6 +238,7 @@ def waits(
     pools: Sequence[Pool],
     released: Callable[[ClusterView], Releases],
     factors: Sequence[float] | None = None,
+    remaining: Remaining | None = None,
 ) -> bool:
     """Whether ``job`` would end sooner by waiting for one server that runs it faster (of a GPU
     type it allows, in ``pools``) to hold as many free GPUs than by starting on ``alloc`` now: a
@@ -233,9 +246,10 @@ def waits(
     their rate now, have freed enough of its GPUs (the jobs queued meanwhile, and its placeability
     then, left out); a run time is the job's remaining work over its nominal rate on the type,
     times the server's speed factor in ``factors`` where given (an oracle's true ones; else 1).
-    Never where the remaining work is not revealed (information ``none``). ``released``:
+    Never where the remaining work is not known: not revealed (information ``none``) and no
+    ``remaining`` estimate given (which ``released`` should read too). ``released``:
     :func:`releases` (or a :class:`ReleaseMemo`)."""
-    left = view.remaining_work(job.job_id)
+    left = view.remaining_work(job.job_id) if remaining is None else remaining(view, job.job_id)
     if not left > 0:
         return False
     n = sum(k for _, k in alloc)
@@ -265,15 +279,17 @@ def waits(
     return False
 
 
-def releases(view: ClusterView) -> Releases:
-    """When the running jobs free their GPUs, per server, by their remaining work over their rate
-    now (a job checkpointing after a preemption, or not progressing, at no known time: left out)."""
+def releases(view: ClusterView, remaining: Remaining | None = None) -> Releases:
+    """When the running jobs free their GPUs, per server, by their remaining work (as revealed,
+    or the estimate ``remaining``) over their rate now (a job checkpointing after a preemption,
+    or not progressing, or of unknown remaining work: left out)."""
     out: Releases = {}
     for j in view.running:
         st = view.state(j)
-        if st.status != JobStatus.RUNNING or not st.rate > 0 or not st.remaining_work >= 0:
+        left = st.remaining_work if remaining is None else remaining(view, j)
+        if st.status != JobStatus.RUNNING or not st.rate > 0 or not left >= 0:
             continue
-        at = max(view.now, st.restarting_until) + st.remaining_work / st.rate
+        at = max(view.now, st.restarting_until) + left / st.rate
         for s, k in (*st.base, *st.flex):
             out.setdefault(s, []).append((at, k))
     for v in out.values():
@@ -283,9 +299,11 @@ def releases(view: ClusterView) -> Releases:
 
 @dataclass
 class ReleaseMemo:
-    """:func:`releases`, computed again only when the view, the time or a running job's stamp
-    changed (a decision point asks for every pending job it walks)."""
+    """:func:`releases` (with the estimate ``remaining``, if given), computed again only when the
+    view, the time or a running job's stamp changed (a decision point asks for every pending job
+    it walks; an estimate may change only with a finish, which changes the running jobs)."""
 
+    remaining: Remaining | None = None
     _held: tuple[object, float, list[tuple[int, int]], Releases] = field(
         default=(None, math.nan, [], {}), init=False, repr=False, compare=False
     )
@@ -294,7 +312,7 @@ class ReleaseMemo:
         seen, at, stamps, out = self._held
         now = view.running_stamps()
         if seen is not view or at != view.now or stamps != now:
-            out = releases(view)
+            out = releases(view, self.remaining)
             self._held = (view, view.now, now, out)
         return out
 

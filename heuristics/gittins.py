@@ -17,18 +17,23 @@ Pending jobs are ranked by cost, fixed when a job (re-)enters the queue, with ba
 ``round_s`` the preemption rule of ``srtf`` acts on costs instead of revealed remaining times:
 a pending job that does not fit takes the GPUs of running jobs on a type it allows, the costliest
 first, each costing at least ``factor`` times it. It never reads a pending or running job's
-duration, so it acts at every information level, ``none`` included.
+duration, so it acts at every information level, ``none`` included: its ``earliest-finish``
+start (``heuristics.common.STARTS``) reads a job's expected remaining work from the finished jobs'
+durations (:class:`~heuristics.qssf.Residual`: the median of those of its user and template, or
+user, or all, above its work done), for the job and for the running jobs it would wait on.
+
+``gittins-eft``: ``gittins`` with ``start="earliest-finish"``.
 """
 
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Annotated
 
 from envs.sim.policy import ClusterView, ComposedScheduler
 from envs.sim.settings import Num
-from heuristics.qssf import MedianWindow
+from heuristics.qssf import MedianWindow, Residual
 from heuristics.registry import register
 from heuristics.srtf import ShortestRemainingFirst, SrtfConfig, preemptive
 
@@ -97,11 +102,18 @@ class GittinsConfig(SrtfConfig):
     window: Annotated[int, Num(ge=1)] = 200
 
 
-def gittins(config: GittinsConfig | None = None) -> ComposedScheduler:
+def gittins(config: GittinsConfig | None = None, name: str = "gittins") -> ComposedScheduler:
     c = config or GittinsConfig()
     index = GittinsCost(c.window)
     ordering = ShortestRemainingFirst(key=index.key, factor=c.factor, elastic=c.elastic, remaining=index.cost)
-    return preemptive("gittins", ordering, c)
+    return preemptive(name, ordering, c, Residual())
+
+
+def gittins_eft(config: GittinsConfig | None = None) -> ComposedScheduler:
+    """``gittins`` that starts a job only where that ends it no later, by the finished jobs'
+    durations, than waiting for one server that runs it faster would."""
+    return gittins(replace(config or GittinsConfig(), start="earliest-finish"), "gittins-eft")
 
 
 register("gittins", gittins, GittinsConfig, needs="none")
+register("gittins-eft", gittins_eft, GittinsConfig, needs="none")

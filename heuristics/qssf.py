@@ -16,6 +16,7 @@ at every information level, ``none`` included.
 from __future__ import annotations
 
 import bisect
+import math
 import statistics
 from collections import deque
 from collections.abc import Iterator
@@ -100,6 +101,35 @@ class DurationHistory:
             if key in median:
                 return median[key]
         return None
+
+    def residual(self, spec: JobSpec, attained: float) -> float:
+        """The expected remaining work of a job of ``spec`` that has done ``attained``: the
+        median of the finished durations above ``attained`` in the first of its groups (as
+        :meth:`predict`'s) that has one, less ``attained``; ``attained`` itself (at least 1 s)
+        where none has (it may run as long again); nan with no history yet."""
+        if not self._median:
+            return math.nan
+        for key in ((spec.user, template_of(spec)), (spec.user,), ()):
+            past = self._by.get(key)
+            if past is None:
+                continue
+            above = past.ranked[bisect.bisect_right(past.ranked, attained) :]
+            if above:
+                return float(statistics.median(above)) - attained
+        return max(attained, 1.0)
+
+
+@dataclass
+class Residual:
+    """A job's expected remaining work from the finished jobs' durations alone
+    (:meth:`DurationHistory.residual` on its work done): the estimate a blind policy's
+    ``earliest-finish`` start reads (``heuristics.common.Remaining``)."""
+
+    history: DurationHistory = field(default_factory=DurationHistory)
+
+    def __call__(self, view: ClusterView, job: int) -> float:
+        self.history.sync(view)
+        return self.history.residual(view.job(job), view.work_done(job))
 
 
 @dataclass

@@ -28,7 +28,7 @@ from typing import Annotated
 from envs.sim.model import JobSpec, Pool
 from envs.sim.policy import Action, ClusterView, ComposedScheduler, JobStatus, Preempt
 from envs.sim.settings import Num
-from heuristics.common import PackConfig, PackPlacement, Victim, start_sizes, take_room, types_for
+from heuristics.common import PackConfig, PackPlacement, Remaining, Victim, start_sizes, take_room, types_for
 from heuristics.fifo import QueueOrdering, by_remaining, requested
 from heuristics.registry import register
 
@@ -132,12 +132,15 @@ class SrtfConfig(PackConfig):
     factor: Annotated[float, Num(gt=1)] = 8.0
 
 
-def preemptive(name: str, ordering: ShortestRemainingFirst, c: SrtfConfig) -> ComposedScheduler:
-    """``ordering`` in the ordering and preemption seats, packed starts, a round every ``c.round_s``."""
+def preemptive(
+    name: str, ordering: ShortestRemainingFirst, c: SrtfConfig, remaining: Remaining | None = None
+) -> ComposedScheduler:
+    """``ordering`` in the ordering and preemption seats, packed starts (whose ``earliest-finish``
+    reads ``remaining``, if given, in place of what the run reveals), a round every ``c.round_s``."""
     return ComposedScheduler(
         name,
         ordering,
-        PackPlacement.of(c),
+        PackPlacement.of(c, remaining),
         preemption=ordering,
         round_s=c.round_s,
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from envs.sim.engine import Engine
@@ -41,6 +43,20 @@ def test_the_prediction_falls_back_from_template_to_user_to_all_jobs():
     assert h.predict(_job(9, "u", 0.0, "new")) == 300.0  # u's: 100, 300, 1000
     assert h.predict(_job(9, "w", 0.0, "t")) == 200.0  # all four: 50, 100, 300, 1000
     assert template_of(_job(9, "w", 0.0, "", gpus=4)) == "resnet50/4"
+
+
+def test_the_residual_is_the_median_above_the_work_done_in_the_first_group_that_has_one():
+    jobs = [_job(0, "u", 100.0, "t"), _job(1, "u", 300.0, "t"), _job(2, "u", 1000.0, "s"), _job(3, "v", 50.0, "t")]
+    view, h = _View(jobs), DurationHistory(window=20)
+    assert math.isnan(h.residual(jobs[0], 0.0))  # no finish yet
+    view.log = [0, 1, 2, 3]
+    h.sync(view)  # type: ignore[arg-type]
+    ut = _job(9, "u", 0.0, "t")
+    assert h.residual(ut, 0.0) == 200.0  # u/t: median of 100, 300
+    assert h.residual(ut, 150.0) == 150.0  # u/t above 150: 300
+    assert h.residual(ut, 400.0) == 600.0  # none of u/t above: u's 1000
+    assert h.residual(_job(9, "w", 0.0, "t"), 60.0) == 240.0  # all jobs above 60: 100, 300, 1000
+    assert h.residual(ut, 2_000.0) == 2_000.0  # longer than every finished job: as long again
 
 
 def test_only_the_last_window_of_finishes_counts():

@@ -9,6 +9,7 @@ import pytest
 from envs.sim import scenarios
 from envs.sim.config import ConfigError
 from envs.sim.engine import Engine, SimConfig
+from envs.sim.information import Knowledge
 from envs.sim.model import A100, T4, V100, JobSpec, Pool, ServerSpec
 from heuristics.common import STARTS, PackPlacement
 from heuristics.registry import check_information, entry, make
@@ -194,6 +195,25 @@ def test_earliest_finish_on_one_gpu_type_waits_for_one_server():
         assert events(r, "start")[:2] == [(0.0, "start", 0), (0.0, "start", 1)]
         assert events(r, "start")[2] == ((10.0 if factory is srsf else 100.0), "start", 2)
     assert finishes == {srsf: 1_210.0, srsf_eft: 700.0}
+
+
+def test_gittins_eft_waits_blind_by_the_finished_jobs_durations():
+    # information none, two 8-GPU V100 servers. j0 (6 GPUs, 1,000 s) runs on server 0 and finishes
+    # at 1,000 s: the history. j1 (5 GPUs, 10,000 s) holds server 1; j2 (5 GPUs, 100 s) starts on
+    # server 0 at 1,010 s. j3 (6 GPUs, 1,000 s, j0's template) arrives at 1,100 s and fits only
+    # spread, 3 + 3, at half speed: by the history it would end at 1,100 + 2,000 s there, against
+    # j2's expected end (1,000 s less the 90 s it has run, from 1,100 s) plus 1,000 s on server 0:
+    # gittins starts it spread, gittins-eft waits, and starts it when j2 ends at 1,110 s.
+    srv = [ServerSpec(0, V100, 8, Pool.TRAINING), ServerSpec(1, V100, 8, Pool.TRAINING)]
+    jobs = [job(0, 0.0, 1_000.0, 6), job(1, 0.0, 10_000.0, 5), job(2, 1_010.0, 100.0, 5), job(3, 1_100.0, 1_000.0, 6)]
+    blind = Knowledge("none", (1.0,) * len(jobs))
+    ends = {}
+    for name in ("gittins", "gittins-eft"):
+        policy = make(name, {"factor": 100.0})
+        r = Engine(srv, jobs, policy, Spread(), None, NO_OVERHEAD, log=True, knowledge=blind).run()  # type: ignore[arg-type]
+        ends[name] = r.finish[3]
+        assert events(r, "start")[3] == ((1_100.0 if name == "gittins" else 1_110.0), "start", 3)
+    assert ends == {"gittins": 3_100.0, "gittins-eft": 2_110.0}
 
 
 def test_earliest_finish_is_the_policy_itself_where_it_cannot_tell_a_sooner_end():
