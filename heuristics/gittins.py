@@ -32,22 +32,25 @@ from dataclasses import dataclass, field, replace
 from typing import Annotated
 
 from envs.sim.policy import ClusterView, ComposedScheduler
-from envs.sim.settings import Num
-from heuristics.qssf import MedianWindow, Residual
+from envs.sim.settings import Flag, Num
+from heuristics.qssf import DurationHistory, MedianWindow, Residual
 from heuristics.registry import register
 from heuristics.srtf import ShortestRemainingFirst, SrtfConfig, preemptive
 
 
 @dataclass
 class GittinsCost:
-    """The inverse Gittins index of a job (see the module docstring), in GPU-seconds."""
+    """The inverse Gittins index of a job (see the module docstring), in GPU-seconds. ``groups``:
+    over the durations of the first of the job's groups in that history ((user, template), then
+    user) with one above its attained work, else over all jobs' last ``window``."""
 
     window: int = 200
+    groups: DurationHistory | None = None
     _history: MedianWindow = field(init=False, repr=False)
     _cursor: int = field(default=0, init=False, repr=False)
-    # per-GPU cost by attained work, until the next finish changes the distribution: most of a
-    # long queue has attained nothing, and a round asks again for every pending job
-    _known: dict[float, float] = field(default_factory=dict, init=False, repr=False)
+    # per-GPU cost by (group, attained work), until the next finish changes the distributions:
+    # most of a long queue has attained nothing, and a round asks again for every pending job
+    _known: dict[tuple[tuple[str, ...], float], float] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._history = MedianWindow(self.window)
@@ -61,14 +64,21 @@ class GittinsCost:
 
     def cost(self, view: ClusterView, job: int) -> float:
         self._sync(view)
+        spec, attained = view.job(job), view.work_done(job)
+        key: tuple[str, ...] = ()
         durations = self._history.ranked
+        if self.groups is not None:
+            self.groups.sync(view)
+            for k, ranked in self.groups.windows(spec):
+                if k and ranked[-1] > attained:
+                    key, durations = k, ranked
+                    break
         if not durations:
             return 0.0
-        attained = view.work_done(job)
-        best = self._known.get(attained)
+        best = self._known.get((key, attained))
         if best is None:
-            best = self._known[attained] = _per_gpu(durations, attained)
-        return best * view.job(job).num_gpus
+            best = self._known[(key, attained)] = _per_gpu(durations, attained)
+        return best * spec.num_gpus
 
     def key(self, view: ClusterView, job: int) -> tuple[float, ...]:
         return (self.cost(view, job), view.job(job).submit_time, job)
@@ -96,10 +106,14 @@ class GittinsConfig(SrtfConfig):
     running job preempted for a pending one only if it costs at least ``factor`` times as much:
     2 was the best of 1.5, 2, 4 and no preemption on contention-none's training seeds 0-9), and
 
-    :param window: finished jobs whose durations make the distribution."""
+    :param window: finished jobs whose durations make the distribution.
+    :param groups: the distribution of a job's own user and template where that group has a
+        finished duration above its attained work (else its user's; QSSF's groups, the last 20
+        finishes of each), else all jobs' (:class:`GittinsCost`)."""
 
     factor: Annotated[float, Num(gt=1)] = 2.0
     window: Annotated[int, Num(ge=1)] = 200
+    groups: Annotated[bool, Flag()] = False
 
 
 @dataclass(frozen=True)
@@ -114,9 +128,10 @@ class GittinsEftConfig(GittinsConfig):
 
 def gittins(config: GittinsConfig | None = None, name: str = "gittins") -> ComposedScheduler:
     c = config or GittinsConfig()
-    index = GittinsCost(c.window)
+    history = DurationHistory()
+    index = GittinsCost(c.window, history if c.groups else None)
     ordering = ShortestRemainingFirst(key=index.key, factor=c.factor, elastic=c.elastic, remaining=index.cost)
-    return preemptive(name, ordering, c, Residual())
+    return preemptive(name, ordering, c, Residual(history))
 
 
 def gittins_eft(config: GittinsEftConfig | None = None) -> ComposedScheduler:

@@ -102,6 +102,14 @@ class DurationHistory:
                 return median[key]
         return None
 
+    def windows(self, spec: JobSpec) -> Iterator[tuple[tuple[str, ...], list[float]]]:
+        """The groups of ``spec`` that have finished jobs, in :meth:`predict`'s order ((user,
+        template), user, all): each key and its window's durations, sorted."""
+        for key in ((spec.user, template_of(spec)), (spec.user,), ()):
+            past = self._by.get(key)
+            if past is not None:
+                yield key, past.ranked
+
     def residual(self, spec: JobSpec, attained: float) -> float:
         """The expected remaining work of a job of ``spec`` that has done ``attained``: the
         median of the finished durations above ``attained`` in the first of its groups (as
@@ -109,11 +117,8 @@ class DurationHistory:
         where none has (it may run as long again); nan with no history yet."""
         if not self._median:
             return math.nan
-        for key in ((spec.user, template_of(spec)), (spec.user,), ()):
-            past = self._by.get(key)
-            if past is None:
-                continue
-            above = past.ranked[bisect.bisect_right(past.ranked, attained) :]
+        for _, ranked in self.windows(spec):
+            above = ranked[bisect.bisect_right(ranked, attained) :]
             if above:
                 return float(statistics.median(above)) - attained
         return max(attained, 1.0)

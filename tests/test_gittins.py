@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from envs.sim import scenarios
@@ -9,6 +11,7 @@ from envs.sim.metrics import summarize
 from envs.sim.model import JobSpec
 from heuristics import registry
 from heuristics.gittins import GittinsCost
+from heuristics.qssf import DurationHistory
 
 
 class _View:
@@ -55,6 +58,20 @@ def test_no_finish_yet_costs_nothing_and_the_window_keeps_the_last() -> None:
     assert GittinsCost().cost(view, 0) == 0.0  # type: ignore[arg-type]
     view = _View([1000.0, 100.0, 200.0], {3: 0.0})
     assert GittinsCost(window=2).cost(view, 3) == pytest.approx(150.0)  # type: ignore[arg-type]  # 100, 200
+
+
+def test_with_groups_the_cost_reads_the_jobs_own_group_while_it_has_a_longer_finish() -> None:
+    # user u's jobs finished at 100 and 300 s; user v's at 1000 and 2000 s. A u job that has done
+    # nothing costs as over u's (quanta 100 (p 1/2: (100 + 100) / 1 = 200) and 300 (400 / 2)): 200;
+    # one that has done 400 s, past every u finish, as over all four above 400 (1000: p 1/2,
+    # (600 + 600) / 1; 2000: (600 + 1600) / 2 = 1100): 1100. Without groups, over all four: 400.
+    view = _View([100.0, 300.0, 1000.0, 2000.0], {4: 0.0})
+    for i, user in enumerate(["u", "u", "v", "v", "u"]):
+        view.specs[i] = dataclasses.replace(view.specs[i], user=user)
+    assert GittinsCost(groups=DurationHistory()).cost(view, 4) == pytest.approx(200.0)  # type: ignore[arg-type]
+    assert GittinsCost().cost(view, 4) == pytest.approx(400.0)  # type: ignore[arg-type]
+    view.done[4] = 400.0
+    assert GittinsCost(groups=DurationHistory()).cost(view, 4) == pytest.approx(1100.0)  # type: ignore[arg-type]
 
 
 def test_it_runs_blind_and_preempts_on_contention_nones_setting() -> None:
