@@ -31,7 +31,7 @@ from envs.sim import libm
 from envs.sim.model import JobClass, Pool
 from envs.sim.policy import ClusterView, PoolState, ServerLoads
 from envs.sim.throughput import packed_servers
-from heuristics.qssf import DurationHistory
+from heuristics.qssf import DurationHistory, template_of
 
 OBS_VERSION = 4
 
@@ -246,7 +246,11 @@ class Encoder:
         ]
         self._rows = static  # the static features, then the ones fixed during a wait
         self._cursor = 0  # position in the view's queue log
-        self._predicted: dict[int, float] = {}  # the ``predicted`` feature of jobs, until a finish
+        # the ``predicted`` feature by (user, template), each until a finish changes the history
+        # key it is read from (_sources: the pairs read from each key)
+        self._predicted: dict[tuple[str, str], float] = {}
+        self._sources: dict[tuple[str, ...], list[tuple[str, str]]] = {}
+        self._template: list[tuple[str, str] | None] = [None] * n  # per job, its (user, template)
         self._training_keys = sorted(k for k in types if k[1] == Pool.TRAINING)
         self._size = max(s.num_gpus for s in servers)
         self._server_gpus = np.array([s.num_gpus for s in servers], dtype=np.float32)
@@ -290,17 +294,26 @@ class Encoder:
             self._inputs[j][:4] = queued_time, queued_since, remaining, left_base
 
     def _predictions(self, jobs: Sequence[int]) -> list[float]:
-        """The ``predicted`` feature of ``jobs``, each computed once per job and finish (a finish
-        changes the history)."""
-        history = self.history
+        """The ``predicted`` feature of ``jobs``: ``history.predict`` of each, which reads only
+        the job's user and template, computed once per (user, template) and kept until a finish
+        changes the history key it reads from (:meth:`DurationHistory.source`)."""
+        history, cache, sources = self.history, self._predicted, self._sources
         if history.sync(self.view):
-            self._predicted.clear()
-        cache = self._predicted
+            for key in history.changed:
+                for gone in sources.pop(key, ()):
+                    del cache[gone]
+        templates = self._template
         out = []
         for j in jobs:
-            value = cache.get(j)
+            pair = templates[j]
+            if pair is None:
+                spec = self.view.job(j)
+                pair = templates[j] = (spec.user, template_of(spec))
+            value = cache.get(pair)
             if value is None:
-                value = cache[j] = _hours(history.predict(self.view.job(j)) or 0.0)
+                key, median = history.source(*pair)
+                value = cache[pair] = _hours(median or 0.0)
+                sources.setdefault(key, []).append(pair)
             out.append(value)
         return out
 

@@ -77,11 +77,15 @@ class DurationHistory:
     _cursor: int = 0
     _by: dict[tuple[str, ...], MedianWindow] = field(default_factory=dict)
     _median: dict[tuple[str, ...], float] = field(default_factory=dict)
+    # the keys whose median the last sync that took in a finish changed (or made)
+    changed: set[tuple[str, ...]] = field(default_factory=set, repr=False, compare=False)
 
     def sync(self, view: ClusterView) -> int:
         """Take in the jobs finished since the last call; how many there were (predictions may
-        have changed only if any)."""
+        have changed only if any, and only those read from a key in :attr:`changed`)."""
         done, self._cursor = view.finished_since(self._cursor)
+        if done:
+            self.changed = set()
         for job in done:
             spec = view.job(job)
             work = view.work_done(job)
@@ -90,7 +94,17 @@ class DurationHistory:
                 if past is None:
                     past = self._by[key] = MedianWindow(self.window)
                 self._median[key] = past.add(work)
+                self.changed.add(key)
         return len(done)
+
+    def source(self, user: str, template: str) -> tuple[tuple[str, ...], float | None]:
+        """What :meth:`predict` reads for a job of ``user`` and ``template``: the key (the pair's
+        own, the user's, or ``()``: all jobs') and its median there (None with no history yet)."""
+        median = self._median
+        for key in ((user, template), (user,), ()):
+            if key in median:
+                return key, median[key]
+        return (), None
 
     def predict(self, spec: JobSpec) -> float | None:
         """The predicted duration (seconds on its requested GPUs), or None with no history yet."""
