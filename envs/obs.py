@@ -281,9 +281,7 @@ class Encoder:
         w = view.waits(jobs)
         known = view.information != "none"
         reads = (w.remaining, w.attained, w.preemptions, w.queued_time, w.queued_since)
-        for j, remaining, attained, preemptions, queued_time, queued_since in zip(
-            jobs, *(a.tolist() for a in reads), strict=True
-        ):
+        for j, remaining, attained, preemptions, queued_time, queued_since in zip(jobs, *reads, strict=True):
             remaining = remaining if known else 0.0
             left_base = remaining * self._base_slow[j]
             row = self._rows[j]

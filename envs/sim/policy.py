@@ -172,14 +172,15 @@ class Progress:
 @dataclass(frozen=True, slots=True)
 class Waits:
     """Per-job reads for a batch of pending jobs that stay fixed while each waits (they change
-    only once it leaves the queue): the observation encoder reads them once per wait. A pending
-    job's ``Progress.waited`` is ``(queued_time + now) - queued_since``."""
+    only once it leaves the queue): the observation encoder reads them once per wait, a few jobs
+    at a time (plain floats: they cost less than arrays there). A pending job's
+    ``Progress.waited`` is ``(queued_time + now) - queued_since``."""
 
-    remaining: np.ndarray  # as :class:`Progress` reveals it
-    queued_time: np.ndarray  # seconds without GPUs before this wait
-    queued_since: np.ndarray  # when this wait began
-    attained: np.ndarray
-    preemptions: np.ndarray
+    remaining: list[float]  # as :class:`Progress` reveals it
+    queued_time: list[float]  # seconds without GPUs before this wait
+    queued_since: list[float]  # when this wait began
+    attained: list[float]
+    preemptions: list[float]
 
 
 @dataclass(frozen=True, slots=True)
@@ -615,17 +616,19 @@ class ClusterView:
         """Remaining work (as revealed), time waited before this wait, when it began, attained
         service and preemptions of pending ``jobs`` (:class:`Waits`)."""
         records = self._e._jobs
-        out = np.empty((5, len(jobs)))
-        for i, idx in enumerate(jobs):
+        out: tuple[list[float], ...] = ([], [], [], [], [])
+        remaining, queued_time, queued_since, attained, preemptions = out
+        for idx in jobs:
             j = records[idx]
             if j.status != _PENDING:
                 raise ValueError(f"job {idx} is not pending: waits() reads pending jobs only")
-            out[0, i] = self.remaining_work(idx) if self._level != "clairvoyant" else max(0.0, j.work - j.work_done)
-            out[1, i] = j.queued_time
-            out[2, i] = j.queued_since
-            out[3, i] = j.attained
-            out[4, i] = j.preemptions
-        return Waits(out[0], out[1], out[2], out[3], out[4])
+            left = self.remaining_work(idx) if self._level != "clairvoyant" else max(0.0, j.work - j.work_done)
+            remaining.append(float(left))
+            queued_time.append(float(j.queued_time))
+            queued_since.append(float(j.queued_since))
+            attained.append(float(j.attained))
+            preemptions.append(float(j.preemptions))
+        return Waits(*out)
 
     def speed_samples(self, seen: Container[tuple[int, int]] = ()) -> list[SpeedSample]:
         """A sample of every running job that makes progress (see :class:`SpeedSample`), in the
