@@ -109,6 +109,7 @@ SERVER = Features(
     )
 )
 _J, _C, _S = JOB.col, CLUSTER.col, SERVER.col
+_NJ, _NC, _NS = len(JOB), len(CLUSTER), len(SERVER)
 _WAITING, _SLACK, _FITS, _AHEAD, _PREDICTED = (_J[n] for n in ("waiting", "slack", "fits", "ahead_gpus", "predicted"))
 _REMAINING, _ATTAINED, _REMAINING_BASE, _PREEMPTIONS = (
     _J[n] for n in ("remaining", "attained", "remaining_base", "preemptions")
@@ -245,6 +246,8 @@ class Encoder:
             for s in specs
         ]
         self._rows = static  # the static features, then the ones fixed during a wait
+        self._counts = [_log(i, 5.0) for i in range(n + 1)]  # _log(c, 5.0) of a count of jobs c
+        self._day: tuple[float, tuple[float, float]] = (math.nan, (0.0, 0.0))  # (now, core.time_of_day())
         self._cursor = 0  # position in the view's queue log
         # the ``predicted`` feature by (user, template), each until a finish changes the history
         # key it is read from (_sources: the pairs read from each key)
@@ -378,20 +381,24 @@ class Encoder:
 
     # ------------------------------------------------------------------ ordering
     def ordering(self, visible: list[int], fits: list[bool]) -> np.ndarray:
-        k, nf = self.slots, len(JOB)
-        out = np.zeros(k * nf + len(CLUSTER), dtype=np.float32)
+        k = self.slots
+        out = np.zeros(k * _NJ + _NC, dtype=np.float32)
         n = len(visible)
         pools = self.view.pools()
         if n:
-            out[: n * nf] = self.job_rows(visible, fits, pools=pools).ravel()
-        out[k * nf :] = self.cluster(pools)
+            out[: n * _NJ] = self._job_rows(visible, range(n), fits, pools).ravel()
+        out[k * _NJ :] = self._cluster(pools)
         return out
 
     def cluster(self, pools: PoolState | None = None) -> np.ndarray:
         """The cluster's features (``hidden``: jobs waiting beyond the ``slots`` longest-waiting).
         ``pools``: ``view.pools()`` if the caller has it already."""
+        return np.array(self._cluster(pools if pools is not None else self.view.pools()), dtype=np.float32)
+
+    def _cluster(self, p: PoolState) -> tuple[float, ...]:
+        """:meth:`cluster`'s values, in ``CLUSTER``'s order (each rounds to float32 where it is
+        written: an array of them is the same)."""
         view = self.view
-        p = pools if pools is not None else view.pools()
         training_free = (p.training_gpus - p.training_busy) / p.training_gpus if p.training_gpus else 0.0
         if p.inference_gpus:
             loaned_free = (p.loaned_gpus - p.loaned_busy) / p.inference_gpus
@@ -400,10 +407,18 @@ class Encoder:
             load = p.inference_demand / p.inference_gpus
         else:
             loaned_free = loaned = reclaiming = load = 0.0
-        day_sin, day_cos = self.core.time_of_day()
+        now = view.now
+        if self._day[0] != now:
+            self._day = (now, self.core.time_of_day())
+        day_sin, day_cos = self._day[1]
         waiting = len(view.pending)
-        largest = max((view.largest_free(t, q) / self._size for t, q in self._training_keys), default=0.0)
-        values = (  # in CLUSTER's order (the digests of tests/test_obs_identity.py fail on any other)
+        largest = 0.0  # the max over the training keys (all >= 0)
+        for t, q in self._training_keys:
+            free = view.largest_free(t, q) / self._size
+            if free > largest:
+                largest = free
+        counts = self._counts
+        return (  # in CLUSTER's order (the digests of tests/test_obs_identity.py fail on any other)
             training_free,
             loaned_free,
             loaned,
@@ -411,13 +426,12 @@ class Encoder:
             load,
             day_sin,
             day_cos,
-            _log(waiting, 5.0),
-            _log(max(0, waiting - self.slots), 5.0),
-            _log(len(view.running), 5.0),
+            counts[waiting],
+            counts[max(0, waiting - self.slots)],
+            counts[len(view.running)],
             1.0 - p.arrived / p.jobs,
             largest,
         )
-        return np.array(values, dtype=np.float32)
 
     # ------------------------------------------------------------------ placement
     def _servers_now(self) -> tuple[np.ndarray, ServerLoads]:
@@ -440,8 +454,8 @@ class Encoder:
         view = self.view
         spec = view.job(job)
         ns = len(self._server_gpus)
-        g = len(SERVER)
-        out = np.zeros(ns * g + len(JOB) + 1 + len(CLUSTER), dtype=np.float32)
+        g = _NS
+        out = np.zeros(ns * g + _NJ + 1 + _NC, dtype=np.float32)
         srv = out[: ns * g].reshape(ns, g)
         srv[:], loads = self._servers_now()
         types = spec.gpu_types
@@ -466,7 +480,7 @@ class Encoder:
         off = ns * g
         visible = list(itertools.islice(view.pending, self.slots))
         pools = view.pools()
-        out[off : off + len(JOB)] = self.job_row(job, visible, pools)
-        out[off + len(JOB)] = math.log2(1 + left) / 6
-        out[off + len(JOB) + 1 :] = self.cluster(pools)
+        out[off : off + _NJ] = self.job_row(job, visible, pools)
+        out[off + _NJ] = math.log2(1 + left) / 6
+        out[off + _NJ + 1 :] = self._cluster(pools)
         return out
