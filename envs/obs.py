@@ -156,7 +156,11 @@ class SpeedEstimator:
         self.sum = np.zeros(len(self.group))
         self.count = np.zeros(len(self.group))
         self._seen: set[tuple[int, int]] = set()  # (job, run) already counted
-        self._groups = [self.group == g for g in np.unique(self.group)]  # each group's machines
+        groups = np.unique(self.group)
+        # each group's machines (all of them: a slice, the same elements in the same order)
+        self._groups: list[np.ndarray | slice] = (
+            [slice(None)] if len(groups) == 1 else [self.group == g for g in groups]
+        )
         self._estimate: tuple[np.ndarray, np.ndarray] | None = None  # while nothing new is seen
         # the jobs whose stamp changed since the last look: a run not seen yet changes its job's
         # stamp (a start, rescale or migration, or a rate that turns positive), so while no stamp
@@ -168,9 +172,9 @@ class SpeedEstimator:
         """Take in the runs not seen yet; whether there was any."""
         if self._looked and not self._changed:
             return False
+        new = self.view.speed_samples(self._seen, self._changed if self._looked else None)
         self._looked = True
         self._changed.clear()
-        new = self.view.speed_samples(self._seen)
         for s in new:
             self._seen.add((s.job, s.run))
             y = math.log(s.observed / s.nominal)
@@ -257,6 +261,8 @@ class Encoder:
         self._training_keys = sorted(k for k in types if k[1] == Pool.TRAINING)
         self._size = max(s.num_gpus for s in servers)
         self._server_gpus = np.array([s.num_gpus for s in servers], dtype=np.float32)
+        # the ``jobs`` feature of a server hosting 0, 1, ... jobs (each holds a GPU at least)
+        self._hosting = _logs(np.arange(self._size + 1, dtype=np.float64), 3.0)
         self._server_static = np.zeros((len(servers), len(SERVER)), dtype=np.float32)
         for i, server in enumerate(servers):
             self._server_static[i, _S["inference"]] = 1.0 if server.pool == Pool.INFERENCE else 0.0
@@ -444,7 +450,7 @@ class Encoder:
             srv[:, _S["placeable"]] = loads.placeable
             srv[:, _S["free"]] = loads.free.astype(np.float32) / self._server_gpus
             srv[:, _S["reclaiming"]] = loads.reclaiming
-            srv[:, _S["jobs"]] = _logs(loads.hosted.astype(np.float64), 3.0)
+            srv[:, _S["jobs"]] = self._hosting[loads.hosted]
             self._loads, self._server_now = loads, srv
         return self._server_now, loads
 
@@ -470,13 +476,18 @@ class Encoder:
         estimate = self.speeds.estimate()
         if self._speed_cols[0] is not estimate:  # (the same tuple while nothing new is seen)
             mean, std = estimate
-            self._speed_cols = (estimate, np.clip(libm.expm1(mean), -1.0, 1.0), np.clip(std, 0.0, 1.0))
+            # (np.minimum(np.maximum()) is np.clip, without its Python wrappers)
+            self._speed_cols = (
+                estimate,
+                np.minimum(np.maximum(libm.expm1(mean), -1.0), 1.0),
+                np.minimum(np.maximum(std, 0.0), 1.0),
+            )
         srv[:, _S["speed_est"]] = self._speed_cols[1]
         srv[:, _S["speed_std"]] = self._speed_cols[2]
         srv[:, _S["valid"]] = valid
         spare = (loads.free.astype(np.float32) - left) / self._server_gpus
         srv[:, _S["fits_left"]] = spare >= 0.0
-        srv[:, _S["spare"]] = np.clip(spare, -1.0, 1.0)
+        srv[:, _S["spare"]] = np.minimum(np.maximum(spare, -1.0), 1.0)
         off = ns * g
         visible = list(itertools.islice(view.pending, self.slots))
         pools = view.pools()

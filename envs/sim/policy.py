@@ -241,6 +241,7 @@ class ClusterView:
         "_loads",
         "_servers",
         "_specs",
+        "_statuses",
         "_unplaceable",
     )
 
@@ -249,6 +250,8 @@ class ClusterView:
         self._cache: tuple[int, np.ndarray] | None = None
         self._loads: tuple[int, ServerLoads] | None = None
         self._unplaceable: tuple[list[ServerStatus], tuple[int, ...]] | None = None  # (statuses, answer)
+        # (statuses, server_loads' placeable and reclaiming arrays of them)
+        self._statuses: tuple[list[ServerStatus], np.ndarray, np.ndarray] | None = None
         know = knowledge if knowledge is not None else Knowledge()
         self._level = "clairvoyant" if oracle else know.level
         self._factor = know.factor
@@ -508,19 +511,21 @@ class ClusterView:
 
     def server_loads(self) -> ServerLoads:
         """Free GPUs, placeability, reclaim state and jobs hosted of every server (one batch
-        read; the same object while the cluster has not changed)."""
+        read; the same object while the cluster has not changed; the same placeable and reclaiming
+        arrays while no server's status has)."""
         cl = self._e.cluster
         if self._loads is None or self._loads[0] != cl.version:
             status = cl.status
-            arrays = (
-                np.array(cl.free, dtype=np.int64),
-                np.array([st in PLACEABLE for st in status], dtype=bool),
-                np.array([st == ServerStatus.RECLAIMING for st in status], dtype=bool),
-                np.array([len(h) for h in cl.hosted], dtype=np.int64),
-            )
-            for a in arrays:
-                a.flags.writeable = False
-            self._loads = (cl.version, ServerLoads(*arrays))
+            held = self._statuses
+            if held is None or held[0] != status:
+                placeable = np.array([st in PLACEABLE for st in status], dtype=bool)
+                reclaiming = np.array([st == ServerStatus.RECLAIMING for st in status], dtype=bool)
+                placeable.flags.writeable = reclaiming.flags.writeable = False
+                held = self._statuses = (list(status), placeable, reclaiming)
+            free = np.array(cl.free, dtype=np.int64)
+            hosted = np.array([len(h) for h in cl.hosted], dtype=np.int64)
+            free.flags.writeable = hosted.flags.writeable = False
+            self._loads = (cl.version, ServerLoads(free, held[1], held[2], hosted))
         return self._loads[1]
 
     def room_grown(self) -> int:
@@ -630,13 +635,17 @@ class ClusterView:
             preemptions.append(float(j.preemptions))
         return Waits(*out)
 
-    def speed_samples(self, seen: Container[tuple[int, int]] = ()) -> list[SpeedSample]:
+    def speed_samples(
+        self, seen: Container[tuple[int, int]] = (), among: Container[int] | None = None
+    ) -> list[SpeedSample]:
         """A sample of every running job that makes progress (see :class:`SpeedSample`), in the
         order of ``running``, except those whose ``(job, run)`` is in ``seen`` (an observer's
-        samples taken in already: they are not built)."""
+        samples taken in already: they are not built); only of the jobs in ``among`` if given
+        (an observer's jobs whose stamp changed since it last looked: a run it has not seen
+        changes its job's stamp)."""
         e = self._e
         out = []
-        for idx in e.running:
+        for idx in e.running if among is None else [i for i in e.running if i in among]:
             j = e._jobs[idx]
             if j.rate <= 0.0 or j.gpu_type is None:
                 continue
