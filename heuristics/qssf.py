@@ -108,13 +108,7 @@ class DurationHistory:
 
     def predict(self, spec: JobSpec) -> float | None:
         """The predicted duration (seconds on its requested GPUs), or None with no history yet."""
-        median = self._median
-        if not median:
-            return None
-        for key in ((spec.user, template_of(spec)), (spec.user,), ()):
-            if key in median:
-                return median[key]
-        return None
+        return self.source(spec.user, template_of(spec))[1]
 
     def windows(self, spec: JobSpec) -> Iterator[tuple[tuple[str, ...], list[float]]]:
         """The groups of ``spec`` that have finished jobs, in :meth:`predict`'s order ((user,
