@@ -118,12 +118,13 @@ class GittinsConfig(SrtfConfig):
 
 @dataclass(frozen=True)
 class GittinsEftConfig(GittinsConfig):
-    """Settings of ``gittins-eft``: ``gittins``', with a round of 3600 s and a ``factor`` of 1.5,
-    the best of rounds of 900, 1800, 3600 and 7200 s and factors 1.5, 2 and 3 on contention-none's
-    training seeds 0-19 (and ahead of gittins' own there on seeds 20-39 and the evaluation seeds)."""
+    """Settings of ``gittins-eft``: ``gittins``', with the index over the job's own groups, a round
+    of 1200 s and a ``factor`` of 1.25: the best of rounds of 600-2400 s and factors 1.1-2 on
+    contention-none's training seeds 0-39 at its load (the figures: the README)."""
 
-    round_s: Annotated[float, Num(ge=1)] = 3600.0
-    factor: Annotated[float, Num(gt=1)] = 1.5
+    round_s: Annotated[float, Num(ge=1)] = 1200.0
+    factor: Annotated[float, Num(gt=1)] = 1.25
+    groups: Annotated[bool, Flag()] = True
 
 
 def gittins(config: GittinsConfig | None = None, name: str = "gittins") -> ComposedScheduler:
