@@ -345,6 +345,13 @@ class PackConfig(Settings):
     start: Annotated[str, Choice(STARTS)] = "now"
 
 
+@dataclass(frozen=True)
+class PackEftConfig(PackConfig):
+    """Settings of ``sjf-eft``: ``PackConfig``'s, starting by ``earliest-finish``."""
+
+    start: Annotated[str, Choice(STARTS)] = "earliest-finish"
+
+
 class SortedQueue:
     """The pending jobs a policy tracks, kept sorted by a key fixed when a job (re-)enters.
 

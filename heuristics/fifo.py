@@ -13,11 +13,20 @@ estimate), backfilling: a job that does not fit is skipped, so a shorter one beh
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from envs.sim.model import JobSpec
 from envs.sim.policy import ClusterView, ComposedScheduler, JobStatus
-from heuristics.common import TRAINING_ONLY, PackConfig, PackPlacement, RankedQueue, Room, SortedQueue, free_gpus
+from heuristics.common import (
+    TRAINING_ONLY,
+    PackConfig,
+    PackEftConfig,
+    PackPlacement,
+    RankedQueue,
+    Room,
+    SortedQueue,
+    free_gpus,
+)
 from heuristics.registry import register
 
 _PENDING = JobStatus.PENDING  # bound once: a member lookup costs ten globals
@@ -123,13 +132,13 @@ def sjf(config: PackConfig | None = None, name: str = "sjf") -> ComposedSchedule
     )
 
 
-def sjf_eft(config: PackConfig | None = None) -> ComposedScheduler:
+def sjf_eft(config: PackEftConfig | None = None) -> ComposedScheduler:
     """``sjf`` that starts a job only where that ends it no later than waiting for faster GPUs
     would (``start="earliest-finish"``, ``heuristics.common.STARTS``): a name for it, so that it can
     sit in the agents' seats (components are named policies)."""
-    return sjf(replace(config or PackConfig(), start="earliest-finish"), "sjf-eft")
+    return sjf(config or PackEftConfig(), "sjf-eft")
 
 
 register("fifo", fifo, PackConfig, needs="none")
 register("sjf", sjf, PackConfig)
-register("sjf-eft", sjf_eft, PackConfig)
+register("sjf-eft", sjf_eft, PackEftConfig)

@@ -28,11 +28,12 @@ user, or all, above its work done), for the job and for the running jobs it woul
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Annotated
 
 from envs.sim.policy import ClusterView, ComposedScheduler
-from envs.sim.settings import Flag, Num
+from envs.sim.settings import Choice, Flag, Num
+from heuristics.common import STARTS
 from heuristics.qssf import DurationHistory, MedianWindow, Residual
 from heuristics.registry import register
 from heuristics.srtf import ShortestRemainingFirst, SrtfConfig, preemptive
@@ -125,6 +126,7 @@ class GittinsEftConfig(GittinsConfig):
     round_s: Annotated[float, Num(ge=1)] = 1200.0
     factor: Annotated[float, Num(gt=1)] = 1.25
     groups: Annotated[bool, Flag()] = True
+    start: Annotated[str, Choice(STARTS)] = "earliest-finish"
 
 
 def gittins(config: GittinsConfig | None = None, name: str = "gittins") -> ComposedScheduler:
@@ -138,7 +140,7 @@ def gittins(config: GittinsConfig | None = None, name: str = "gittins") -> Compo
 def gittins_eft(config: GittinsEftConfig | None = None) -> ComposedScheduler:
     """``gittins`` that starts a job only where that ends it no later, by the finished jobs'
     durations, than waiting for one server that runs it faster would."""
-    return gittins(replace(config or GittinsEftConfig(), start="earliest-finish"), "gittins-eft")
+    return gittins(config or GittinsEftConfig(), "gittins-eft")
 
 
 register("gittins", gittins, GittinsConfig, needs="none")

@@ -35,7 +35,7 @@ from heuristics.mlfs import MlfsConfig
 from heuristics.mlfs import build as build_mlfs
 from heuristics.qssf import QssfOrdering
 from heuristics.registry import register
-from heuristics.srtf import SrsfConfig, srsf
+from heuristics.srtf import SrsfEftConfig, srsf
 
 
 @dataclass
@@ -95,8 +95,8 @@ def oracle_sjf_speed() -> ComposedScheduler:
     return ComposedScheduler("oracle-sjf-speed", QueueOrdering(by_remaining, blocking=False), TrueSpeedPlacement())
 
 
-def oracle_srsf_eft_speed(config: SrsfConfig | None = None) -> ComposedScheduler:
-    c = dataclasses.replace(config or SrsfConfig(), start="earliest-finish")
+def oracle_srsf_eft_speed(config: SrsfEftConfig | None = None) -> ComposedScheduler:
+    c = config or SrsfEftConfig()
     eft = srsf(c, "oracle-srsf-eft-speed")
     return dataclasses.replace(eft, placement=TrueSpeedPlacement(elastic=c.elastic, start=c.start))
 
@@ -110,5 +110,5 @@ register("oracle-sjf", sjf, PackConfig, oracle=True)
 register("oracle-aryl", aryl, ArylConfig, oracle=True)
 register("oracle-speed", oracle_speed, oracle=True)
 register("oracle-sjf-speed", oracle_sjf_speed, oracle=True)
-register("oracle-srsf-eft-speed", oracle_srsf_eft_speed, SrsfConfig, oracle=True)
+register("oracle-srsf-eft-speed", oracle_srsf_eft_speed, SrsfEftConfig, oracle=True)
 register("oracle-mlfs-speed", oracle_mlfs_speed, MlfsConfig, oracle=True)

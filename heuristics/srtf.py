@@ -22,13 +22,13 @@ make it). ``oracle-srsf`` sees the truth at every level.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Annotated
 
 from envs.sim.model import JobSpec, Pool
 from envs.sim.policy import Action, ClusterView, ComposedScheduler, JobStatus, Preempt
-from envs.sim.settings import Num
-from heuristics.common import PackConfig, PackPlacement, Remaining, Victim, start_sizes, take_room, types_for
+from envs.sim.settings import Choice, Num
+from heuristics.common import STARTS, PackConfig, PackPlacement, Remaining, Victim, start_sizes, take_room, types_for
 from heuristics.fifo import QueueOrdering, by_remaining, requested
 from heuristics.registry import register
 
@@ -168,14 +168,21 @@ def srsf(config: SrsfConfig | None = None, name: str = "srsf") -> ComposedSchedu
     )
 
 
-def srsf_eft(config: SrsfConfig | None = None) -> ComposedScheduler:
+@dataclass(frozen=True)
+class SrsfEftConfig(SrsfConfig):
+    """Settings of ``srsf-eft``: ``srsf``'s, starting by ``earliest-finish``."""
+
+    start: Annotated[str, Choice(STARTS)] = "earliest-finish"
+
+
+def srsf_eft(config: SrsfEftConfig | None = None) -> ComposedScheduler:
     """``srsf`` that starts a job only where that ends it no later than waiting for faster GPUs
     would (``start="earliest-finish"``, ``heuristics.common.STARTS``)."""
-    return srsf(replace(config or SrsfConfig(), start="earliest-finish"), "srsf-eft")
+    return srsf(config or SrsfEftConfig(), "srsf-eft")
 
 
 register("srtf", srtf, SrtfConfig)
 register("oracle-srtf", srtf, SrtfConfig, oracle=True)
 register("srsf", srsf, SrsfConfig)
 register("oracle-srsf", srsf, SrsfConfig, oracle=True)
-register("srsf-eft", srsf_eft, SrsfConfig)
+register("srsf-eft", srsf_eft, SrsfEftConfig)

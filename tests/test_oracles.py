@@ -9,7 +9,7 @@ from envs.sim.model import V100, JobSpec, Pool, ServerSpec
 from envs.sim.policy import reconsiders
 from heuristics.oracles import TrueSpeedPlacement
 from heuristics.registry import entry, make
-from heuristics.srtf import SrsfConfig
+from heuristics.srtf import SrsfEftConfig
 from tests.test_srtf import NO_OVERHEAD, Linear, events, job
 
 
@@ -34,7 +34,7 @@ def test_the_oracle_waits_for_a_truly_faster_machine_only_where_that_ends_the_jo
 
 
 def test_registered_as_an_oracle_whose_placement_reconsiders():
-    assert entry("oracle-srsf-eft-speed").oracle and entry("oracle-srsf-eft-speed").config is SrsfConfig
+    assert entry("oracle-srsf-eft-speed").oracle and entry("oracle-srsf-eft-speed").config is SrsfEftConfig
     policy = make("oracle-srsf-eft-speed")
     assert isinstance(policy.placement, TrueSpeedPlacement) and reconsiders(policy.placement)
     assert not reconsiders(TrueSpeedPlacement())

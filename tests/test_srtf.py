@@ -13,7 +13,7 @@ from envs.sim.information import Knowledge
 from envs.sim.model import A100, T4, V100, JobSpec, Pool, ServerSpec
 from heuristics.common import STARTS, PackPlacement
 from heuristics.registry import check_information, entry, make
-from heuristics.srtf import SrsfConfig, SrtfConfig, srsf, srsf_eft, srtf
+from heuristics.srtf import SrsfConfig, SrsfEftConfig, SrtfConfig, srsf, srsf_eft, srtf
 
 NO_OVERHEAD = SimConfig(restart_base_s=0.0, restart_per_gpu_s=0.0, checkpoint_interval_s=0.0, sample_s=0.0)
 
@@ -140,9 +140,9 @@ def test_an_agent_in_the_ordering_seat_cannot_take_the_gpus_srtf_keeps():
     assert info["metrics"]["jobs_unfinished"] == 0
 
 
-def two_types(jobs: list[JobSpec], factory=srsf, **settings: float):
+def two_types(jobs: list[JobSpec], name: str = "srsf", **settings: float):
     """One A100 server (twice a V100) and one T4 server (a third of one), 8 GPUs each."""
-    policy = factory(SrsfConfig(**settings))  # type: ignore[arg-type]
+    policy = make(name, {k: str(v) for k, v in settings.items()})
     srv = [ServerSpec(0, A100, 8, Pool.TRAINING), ServerSpec(1, T4, 8, Pool.TRAINING)]
     return Engine(srv, jobs, policy, Linear(), None, NO_OVERHEAD, log=True).run()  # type: ignore[arg-type]
 
@@ -153,9 +153,9 @@ def test_earliest_finish_waits_for_faster_gpus_only_where_that_ends_the_job_soon
     # a j1 of 60 ends at 190 s on the T4s and at 1,030 s after waiting: both start it at once
     long = [job(0, 0.0, 2_000.0, 8), job(1, 10.0, 600.0, 8)]
     assert events(two_types(long, factor=100.0), "start") == [(0.0, "start", 0), (10.0, "start", 1)]
-    assert events(two_types(long, srsf_eft, factor=100.0), "start") == [(0.0, "start", 0), (1_000.0, "start", 1)]
+    assert events(two_types(long, "srsf-eft", factor=100.0), "start") == [(0.0, "start", 0), (1_000.0, "start", 1)]
     short = [job(0, 0.0, 2_000.0, 8), job(1, 10.0, 60.0, 8)]
-    assert events(two_types(short, srsf_eft, factor=100.0), "start") == [(0.0, "start", 0), (10.0, "start", 1)]
+    assert events(two_types(short, "srsf-eft", factor=100.0), "start") == [(0.0, "start", 0), (10.0, "start", 1)]
     assert not PackPlacement(start="earliest-finish").monotone and PackPlacement().monotone
 
 
@@ -169,7 +169,7 @@ def test_earliest_finish_waits_for_one_faster_server_not_for_a_spread_over_sever
         ServerSpec(2, T4, 8, Pool.TRAINING),
     ]
     jobs = [job(0, 0.0, 2_000.0, 4), job(1, 0.0, 2_000.0, 4), job(2, 10.0, 600.0, 8)]
-    policy = srsf_eft(SrsfConfig(factor=100.0))
+    policy = srsf_eft(SrsfEftConfig(factor=100.0))
     r = Engine(srv, jobs, policy, Linear(), None, NO_OVERHEAD, log=True).run()  # type: ignore[arg-type]
     assert events(r, "start") == [(0.0, "start", 0), (0.0, "start", 1), (10.0, "start", 2)]
 
@@ -189,8 +189,8 @@ def test_earliest_finish_on_one_gpu_type_waits_for_one_server():
     srv = [ServerSpec(0, V100, 8, Pool.TRAINING), ServerSpec(1, V100, 8, Pool.TRAINING)]
     jobs = [job(0, 0.0, 100.0, 5), job(1, 0.0, 10_000.0, 5), job(2, 10.0, 600.0, 6)]
     finishes = {}
-    for factory in (srsf, srsf_eft):
-        r = Engine(srv, jobs, factory(SrsfConfig(factor=100.0)), Spread(), None, NO_OVERHEAD, log=True).run()  # type: ignore[arg-type]
+    for factory, config in ((srsf, SrsfConfig), (srsf_eft, SrsfEftConfig)):
+        r = Engine(srv, jobs, factory(config(factor=100.0)), Spread(), None, NO_OVERHEAD, log=True).run()  # type: ignore[arg-type]
         finishes[factory] = r.finish[2]
         assert events(r, "start")[:2] == [(0.0, "start", 0), (0.0, "start", 1)]
         assert events(r, "start")[2] == ((10.0 if factory is srsf else 100.0), "start", 2)
@@ -231,3 +231,15 @@ def test_sjf_eft_is_sjf_with_the_earliest_finish_start():
     named, set_ = (scenarios.simulate(cloud, p, 1).finish for p in (make("sjf-eft"), make("sjf", {"start": STARTS[1]})))
     assert np.array_equal(named, set_) and make("sjf-eft").name == "sjf-eft"
     assert not np.array_equal(named, scenarios.simulate(cloud, make("sjf"), 1).finish)
+
+
+@pytest.mark.parametrize("name", ["sjf-eft", "srsf-eft", "gittins-eft"])
+def test_an_eft_policy_takes_a_start_set_by_the_user(name: str) -> None:
+    # the start is the setting's default, not forced over it: start=now is the policy without the wait
+    cloud = scenarios.get("cloud", {"workload.synthetic.num_jobs": "40"})
+    assert make(name).placement.start == "earliest-finish"  # type: ignore[attr-defined]
+    now = make(name, {"start": "now"})
+    assert now.placement.start == "now" and now.name == name  # type: ignore[attr-defined]
+    if name != "gittins-eft":  # the same policy with the other start (gittins-eft's own settings differ)
+        plain = make(name.removesuffix("-eft"))
+        assert np.array_equal(scenarios.simulate(cloud, now, 1).finish, scenarios.simulate(cloud, plain, 1).finish)
