@@ -49,17 +49,18 @@ The number of servers behind an option, for ``view.rate`` (ours): the base's ser
 the base's servers otherwise.
 
 Implementation (speed only, the decisions are the ones above): a job's sizes and layout are kept
-between calls while its allocation stays the same tuples, and its verdict while its stamp does
-(the engine tells which stamps changed: ``ClusterView.watch_stamps``; the room and phase 2 share
-what they keep); each job's rates are kept in one store, and its other inputs in a row of its
-own, rewritten only where its candidate or projection changed, so a GPU type's group is only
-the list of its jobs' rows; the remaining works (from each job's ``ClusterView.projection``,
-read when its stamp changes), the values (restart costs included) and the knapsack are one
-compiled call (:func:`~heuristics.knapsack.phase2_kernel`), with the same floating-point
-operations as ``remaining_work`` and the formula above; placement touches the virtual map only if some job wants
-more than it keeps; the room component first replays its plan on the free totals (a placement
-succeeds exactly when they hold the demand) and builds its maps only if a job may need flexible
-GPUs.
+between calls while its allocation stays the same tuples, and its verdict while its stamp does (the
+engine tells which stamps changed: ``ClusterView.watch_stamps``; the room and phase 2 share what
+they keep, and the flexible GPUs of the candidates per server with the verdicts, so the virtual map
+is the free GPUs plus those, with no walk over the jobs); each job's rates are kept in one store,
+and its other inputs in a row of its own, rewritten only where its candidate or projection changed,
+so a GPU type's group is only the list of its jobs' rows; the remaining works (from each job's
+``ClusterView.projection``, read when its stamp changes), the values (restart costs included) and
+the knapsack are one compiled call (:func:`~heuristics.knapsack.phase2_kernel`), with the same
+floating-point operations as ``remaining_work`` and the formula above; placement touches the virtual
+map only if some job wants more than it keeps; the room component first replays its plan on the free
+totals (a placement succeeds exactly when they hold the demand) and builds its maps only if a job
+may need flexible GPUs.
 
 :class:`AfsScaling` replaces the knapsack by AFS's greedy (Hwang et al., NSDI'21, as Aryl compares
 to it): one GPU at a time to the job whose throughput grows most per GPU (in single-GPU units of
@@ -139,7 +140,8 @@ class Movables:
     """What :func:`movable` keeps between calls (one per ``with_flex``; callers may share one)."""
 
     layouts: dict[int, _Layout] = field(default_factory=dict)
-    verdicts: dict[int, _Cand | None] = field(default_factory=dict)  # job -> its verdict (None: left out)
+    verdicts: dict[int, _Cand] = field(default_factory=dict)  # running job -> its candidate (none: left out)
+    held: list[int] = field(default_factory=list)  # per server, the GPUs of the candidates' flex_ok there
     view: ClusterView | None = None  # the view they were made on
     changed: set[int] = field(default_factory=set)  # the jobs whose stamp changed since (view.watch_stamps)
     bad: tuple[int, ...] | None = None  # the unplaceable servers then
@@ -154,28 +156,43 @@ class Movables:
             return max_gpus
         return min(max_gpus, max(min_gpus, math.floor(num_gpus * self.max_ratio)))
 
+    def virtual(self, index: ServerIndex, view: ClusterView) -> FreeMap:
+        """The GPUs free now plus those of the candidates' flexible workers on placeable servers
+        (:attr:`held`, as of the last :func:`movable` call): the map on which phase 2 and the room
+        component plan."""
+        held, pick = self.held, index.pick
+        free = list(map(operator.add, view.free_list(), held))
+        return FreeMap(index, free, {k: view.total_free(*k) + sum(pick[k](held)) for k in index.id_lists})
+
 
 def movable(view: ClusterView, with_flex: bool = False, memo: Movables | None = None) -> list[_Cand]:
     """Running elastic jobs whose flexible workers phase 2 may change: not checkpointing, and
     with every base worker on a placeable server (a job whose base goes back is preempted).
     ``with_flex``: only those holding more than their minimum (a quick filter). ``memo``: what
     the caller keeps between calls (a speed-up: a job whose stamp did not change keeps its
-    verdict while the unplaceable servers stay the same)."""
+    verdict while the unplaceable servers stay the same; ``memo.held`` follows the verdicts)."""
     unplaceable = view.unplaceable_servers()
     running = view.running
     if memo is None:
-        memo = Movables(bad=unplaceable, bad_set=frozenset(unplaceable))
+        memo = Movables(held=[0] * len(view.servers), bad=unplaceable, bad_set=frozenset(unplaceable))
         fresh: Iterable[int] = running
     elif memo.view is view and memo.bad == unplaceable and memo.with_flex == with_flex:
-        fresh = [job for job in memo.changed if job in running]
+        fresh = memo.changed  # (those that left running lose their verdict)
     else:
         if memo.view is not view:
             memo.view, memo.changed = view, view.watch_stamps()
         fresh = running
         memo.verdicts.clear()
+        memo.held = [0] * len(view.servers)
         memo.bad, memo.bad_set, memo.with_flex = unplaceable, frozenset(unplaceable), with_flex
-    layouts, verdicts, bad = memo.layouts, memo.verdicts, memo.bad_set
+    layouts, verdicts, bad, held = memo.layouts, memo.verdicts, memo.bad_set, memo.held
     for job in fresh:  # (each verdict is the job's own: the order does not matter)
+        old = verdicts.pop(job, None)
+        if old is not None:
+            for s, n in old.flex_ok:
+                held[s] -= n
+        if job not in running:
+            continue
         lay = layouts.get(job)
         if lay is None:
             spec = view.job(job)
@@ -185,12 +202,11 @@ def movable(view: ClusterView, with_flex: bool = False, memo: Movables | None = 
         if c is not None:
             c.until = view.restarting_until(job)
             c.prog = view.projection(job)
-        verdicts[job] = c
+            verdicts[job] = c
+            for s, n in c.flex_ok:
+                held[s] += n
     memo.changed.clear()
-    if len(verdicts) > 4 * len(running) + 64:  # forget the jobs that left
-        for job in [j for j in verdicts if j not in running]:
-            del verdicts[job]
-    return [c for c in map(verdicts.__getitem__, running) if c is not None]
+    return [c for c in map(verdicts.get, running) if c is not None]
 
 
 def _verdict(view: ClusterView, job: int, lay: _Layout, with_flex: bool, bad: frozenset[int]) -> _Cand | None:
@@ -306,7 +322,7 @@ class ArylRoom:
                 jobs.append((job, st))
         if not jobs:
             return
-        fit = _Fitter(self.placement, view, self._flexible(view))
+        fit = _Fitter(self.placement, view, self._flexible(view), self.memo)
         moves: list[Migrate] = []
         for job, st in jobs:
             spec = view.job(job)
@@ -340,9 +356,9 @@ class ArylRoom:
         if not view.pending:
             return
         cands = self._flexible(view)
-        if not cands or not self._may_displace(view, cands):
+        if not cands or not self._may_displace(view):
             return
-        fit = _Fitter(self.placement, view, cands)
+        fit = _Fitter(self.placement, view, cands, self.memo)
 
         def fits(size: Size) -> bool:  # else fit.place fails: no (type, pool) holds even min_gpus
             gpus, types = size
@@ -354,25 +370,22 @@ class ArylRoom:
                 break
         yield from fit.scale_ins()
 
-    def _may_displace(self, view: ClusterView, cands: list[_Cand]) -> bool:
+    def _may_displace(self, view: ClusterView) -> bool:
         """:meth:`_room`'s plan on the free totals alone, up to the first job that would go to
         flexible GPUs: a placement on the free GPUs of a (type, pool) succeeds exactly when they
         add up to the demand (best fit always finds one then), and takes the demand from both
         maps; so if no job gets that far, the plan scales nothing in."""
-        key_of = self.placement.index(view).key_of
+        index = self.placement.index(view)
+        held, pick = self.memo.held, index.pick
         real: dict[Key, int] = {}
-        extra: dict[Key, int] = {}  # flexible GPUs per (type, pool)
-        for c in cands:
-            for s, n in c.flex_ok:
-                k = key_of[s]
-                extra[k] = extra.get(k, 0) + n
+        extra = {k: sum(pick[k](held)) for k in index.id_lists}  # flexible GPUs per (type, pool)
         start_plan = self.placement.start_plan
 
         def fits(size: Size) -> bool:  # else the loop does nothing for the job: no key holds min_gpus
             gpus, types = size
             for key in _allowed(view, types):
                 have = real[key] if key in real else view.total_free(*key)
-                if have + extra.get(key, 0) >= gpus:
+                if have + extra[key] >= gpus:
                     return True
             return False
 
@@ -383,7 +396,7 @@ class ArylRoom:
                 if have >= need:
                     real[key] = have - need
                     break
-                if have + extra.get(key, 0) >= need:
+                if have + extra[key] >= need:
                     return True
             else:
                 if aged:
@@ -397,16 +410,11 @@ class _Fitter:
     not hold the demand, best fit over free plus flexible GPUs, and the flexible workers on the
     GPUs taken are scaled in, from the job with the most flexible GPUs on that server first."""
 
-    def __init__(self, placement: ArylPlacement, view: ClusterView, cands: list[_Cand]) -> None:
-        self.real = FreeMap.now(placement.index(view), view)
-        self.virt = self.real.copy()
+    def __init__(self, placement: ArylPlacement, view: ClusterView, cands: list[_Cand], memo: Movables) -> None:
+        index = placement.index(view)
+        self.real = FreeMap.now(index, view)
+        self.virt = memo.virtual(index, view)  # (``cands`` are the candidates with flexible GPUs)
         self.cands = cands
-        self.held: dict[int, dict[int, int]] = {}  # server -> job -> flexible GPUs there
-        for c in cands:  # (their flexible GPUs given back on the virtual map)
-            if c.flex_ok:
-                self.virt.give(c.flex_ok)
-            for s, n in c.flex_ok:
-                self.held.setdefault(s, {})[c.job] = n
         self.displaced: dict[int, int] = {}
 
     def place(self, keys: list[Key], need: int) -> Alloc | None:
@@ -425,9 +433,16 @@ class _Fitter:
         return None
 
     def scale_ins(self) -> Iterator[Action]:
+        if not self.displaced:
+            return
+        held: dict[int, dict[int, int]] = {}  # server -> job -> flexible GPUs there
+        for c in self.cands:
+            for s, n in c.flex_ok:
+                if s in self.displaced:
+                    held.setdefault(s, {})[c.job] = n
         cut: dict[int, dict[int, int]] = {}  # job -> server -> GPUs to give up
         for s, n in sorted(self.displaced.items()):
-            for job, has in sorted(self.held[s].items(), key=lambda jh: (-jh[1], jh[0])):
+            for job, has in sorted(held[s].items(), key=lambda jh: (-jh[1], jh[0])):
                 m = min(n, has)
                 cut.setdefault(job, {})[s] = m
                 n -= m
@@ -537,12 +552,10 @@ class ArylScaling:
     # ------------------------------------------------------------------ the plan
     def scale(self, view: ClusterView) -> Iterator[Action]:
         index = self.placement.index(view)
-        fm = FreeMap.now(index, view)
         cands: dict[str, list[_Cand]] = {}
-        for c in movable(view, False, self.memo):  # grouped by type; their flexible GPUs given back
+        for c in movable(view, False, self.memo):  # grouped by type
             cands.setdefault(c.gpu_type, []).append(c)
-            if c.flex_ok:
-                fm.give(c.flex_ok)
+        fm = self.memo.virtual(index, view)  # their flexible GPUs given back
         if len(self._rows.of) > 4 * sum(map(len, cands.values())) + 1024:  # forget the jobs that left
             self._rows = _Rows()
         blocked: set[str] = set()
