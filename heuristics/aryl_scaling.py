@@ -102,10 +102,11 @@ class _Cand:
     cur: int  # GPUs of flex_ok
     doomed: bool  # some of its flexible workers sit on a server being taken away
     top: int  # the most extra GPUs it may get
-    new: int = 0  # extra GPUs chosen by phase 2
     until: float = math.nan  # its restarting_until (set by movable: it changes with the job's stamp)
     prog: tuple[float, float, float, float] | None = None  # its view.projection (set with until)
     slot: int = -1  # where ArylScaling.rates of the job (x = 0..top) begin in its rate store (-1: not yet)
+    row: int = -1  # its job's row in ArylScaling's _Rows
+    written: _Rows | None = None  # the _Rows that holds it as it is now (None: none; movable resets it)
 
 
 class _Layout:
@@ -202,6 +203,7 @@ def movable(view: ClusterView, with_flex: bool = False, memo: Movables | None = 
         if c is not None:
             c.until = view.restarting_until(job)
             c.prog = view.projection(job)
+            c.written = None
             verdicts[job] = c
             for s, n in c.flex_ok:
                 held[s] += n
@@ -255,7 +257,16 @@ def _allowed(view: ClusterView, types: frozenset[str] | None) -> list[Key]:
     return [k for k in view.pool_types() if types is None or k[0] in types]
 
 
-_JOB = operator.attrgetter("job")  # a candidate's job (the sort key of phase 2's placement)
+def _job_of(cn: tuple[_Cand, int]) -> int:
+    """The job of a (candidate, extra GPUs) pair (the sort key of phase 2's placement)."""
+    return cn[0].job
+
+
+def _moving(group: list[_Cand], new: list[int]) -> list[tuple[_Cand, int]]:
+    """(candidate, its ``new`` extra GPUs) for the candidates of ``group`` whose flexible placement
+    may change: given another count than they hold, or doomed (some of their flexible workers must
+    go)."""
+    return [(c, w) for c, w in zip(group, new, strict=True) if w != c.cur or c.doomed]
 
 
 def _changed(c: _Cand, mine: dict[int, int]) -> Alloc | None:
@@ -458,64 +469,67 @@ class _Rows:
     """The per-job inputs of :func:`~heuristics.knapsack.phase2_kernel`, a row per job (given at
     its first sight; the arrays grow by doubling), so that a GPU type's group is only the array
     of its jobs' rows. A row holds where the job's rates begin in the rate store (``_Cand.slot``),
-    its base and current extra GPUs and whether it is doomed, written when its candidate (or the
-    candidate's slot) is another; and, where the view gives projections, its projection and
-    ``until``, written when its ``prog`` is another tuple (a job's candidate stays the same while
-    its stamp changes: its restart may end at another time, its rate change, with the same
-    allocation)."""
+    its base servers, base and current extra GPUs, the most extra GPUs it may get, whether it is
+    doomed and, where the view gives projections, its projection and ``until``: all written from
+    its candidate when that is not the one written last (``_Cand.written``: a candidate stays the
+    same object while its allocation does, and :func:`movable` marks it unwritten when it reads
+    its stamp's projection again)."""
 
     def __init__(self) -> None:
         self.of: dict[int, int] = {}  # job -> row
-        self.cands: list[_Cand | None] = []  # per row: the candidate its first part was written from
-        self.slots: list[int] = []  # and that candidate's slot then
-        self.progs: list[tuple[float, float, float, float] | None] = []  # the projection written (None: none)
+        self.owners: list[_Cand | None] = []  # per row: the candidate written there last
         n = 64
-        self.starts, self.bases, self.curs = (np.zeros(n, dtype=np.int64) for _ in range(3))
+        self.starts, self.bases, self.curs, self.tops = (np.zeros(n, dtype=np.int64) for _ in range(4))
         self.doomed = np.zeros(n, dtype=bool)
         self.works, self.dones, self.sinces, self.speeds, self.until = (np.zeros(n) for _ in range(5))
+        self.servers = np.full((n, 1), -1, dtype=np.int64)  # per row, its base servers (then -1)
 
     def _new(self, job: int) -> int:
-        r = self.of[job] = len(self.cands)
-        self.cands.append(None)
-        self.slots.append(-1)
-        self.progs.append(None)
+        r = self.of[job] = len(self.owners)
+        self.owners.append(None)
         n = len(self.starts)
         if r == n:
-            for name in ("starts", "bases", "curs", "doomed", "works", "dones", "sinces", "speeds", "until"):
+            for name in ("starts", "bases", "curs", "tops", "doomed", "works", "dones", "sinces", "speeds", "until"):
                 old = getattr(self, name)
                 setattr(self, name, np.concatenate([old, np.zeros_like(old)]))
+            self.servers = np.concatenate([self.servers, np.full_like(self.servers, -1)])
         return r
 
-    def rows(self, group: list[_Cand]) -> tuple[np.ndarray, bool]:
-        """The rows of ``group``'s jobs, brought up to date, and whether every job has a projection
-        (else the projection parts are not to be used)."""
-        of, cands, slots, progs = self.of, self.cands, self.slots, self.progs
-        out: list[int] = []
-        project = True
-        for c in group:
-            r = of.get(c.job)
-            if r is None:
-                r = self._new(c.job)
-            if cands[r] is not c or slots[r] != c.slot:
-                cands[r], slots[r] = c, c.slot
-                self.starts[r], self.bases[r], self.curs[r], self.doomed[r] = c.slot, c.base, c.cur, c.doomed
-            p = c.prog
-            if p is None:
-                project = False
-            elif p is not progs[r]:
-                progs[r] = p
-                self.works[r], self.dones[r], self.sinces[r], self.speeds[r] = p
-                self.until[r] = c.until
-            out.append(r)
-        return np.array(out, dtype=np.int64), project
+    def write(self, c: _Cand) -> None:
+        """Write candidate ``c`` (its ``slot`` set) in its job's row."""
+        r = self.of.get(c.job)
+        if r is None:
+            r = self._new(c.job)
+        old = self.owners[r]
+        if old is not None:
+            old.written = None
+        self.owners[r] = c
+        self.starts[r], self.bases[r], self.curs[r], self.tops[r], self.doomed[r] = (
+            c.slot,
+            c.base,
+            c.cur,
+            c.top,
+            c.doomed,
+        )
+        nb = len(c.base_servers)
+        if nb > self.servers.shape[1]:
+            self.servers = np.concatenate(
+                [self.servers, np.full((len(self.servers), nb - self.servers.shape[1]), -1, dtype=np.int64)], axis=1
+            )
+        row = self.servers[r]
+        row[:] = -1
+        row[:nb] = sorted(c.base_servers)
+        p = c.prog
+        if p is not None:
+            self.works[r], self.dones[r], self.sinces[r], self.speeds[r] = p
+            self.until[r] = c.until
+        c.row, c.written = r, self
 
     def remaining(self, rows: np.ndarray, rems: list[float], group: list[_Cand]) -> None:
         """Write the remaining works ``rems`` and the ``until`` of ``group`` (no projections) in
-        their rows' works and until (their projection parts are then to be written again)."""
+        their rows' works and until."""
         self.works[rows] = rems
         self.until[rows] = [c.until for c in group]
-        for r in rows.tolist():
-            self.progs[r] = None
 
 
 @dataclass
@@ -542,6 +556,7 @@ class ArylScaling:
     _stored: int = field(default=0, init=False, repr=False)
     _slots: dict[tuple[int, str, int, int], int] = field(default_factory=dict, init=False, repr=False)
     _rows: _Rows = field(default_factory=_Rows, init=False, repr=False)
+    _scratch: np.ndarray = field(default_factory=lambda: np.empty(1024), init=False, repr=False)
     _churn: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -563,12 +578,13 @@ class ArylScaling:
             head = self.ordering.oldest_aged(view)
             if head is not None:
                 blocked = {t for t, _ in self.placement.keys(view, view.job(head))}
+        moving: list[tuple[_Cand, int]] = []
         for t, group in cands.items():
             cap = fm.type_total(t)
             if t in blocked:
                 cap = min(cap, sum(c.cur for c in group))
-            self.allocate(view, group, cap, fm)
-        yield from self._emit(view, self._place(view, cands, index))
+            moving += self.allocate(view, group, cap, fm)
+        yield from self._emit(view, self._place(view, moving, index))
 
     # ------------------------------------------------------------------ phase 2 proper
     def _servers(self, c: _Cand, x: int, size: int) -> int:
@@ -606,53 +622,45 @@ class ArylScaling:
             r.append(view.rate(c.job, c.base + x, self._servers(c, x, size), c.gpu_type))
         return r
 
-    def allocate(self, view: ClusterView, group: list[_Cand], cap: int, fm: FreeMap) -> None:
-        """Set ``new`` (extra GPUs) of every job of one GPU type: the knapsack, on the module
-        docstring's values (:func:`~heuristics.knapsack.phase2_kernel`)."""
-        if cap == 0:  # every option above 0 weighs more than the capacity (the test below, cheaper)
-            for c in group:
-                c.new = 0
-            return
-        gpu_type = group[0].gpu_type
-        total = fm.type_total(gpu_type)
-        size = fm.index.type_size[gpu_type]
-        free, grouped = fm.free, self.group_flex
-        tops: list[int] = []  # per job: its options are 1..top extra GPUs (its room: see _rooms)
-        for c in group:  # (min() by hand: this loop is phase 2's hottest)
-            room = total
-            if grouped:
-                for s in c.base_servers:
-                    room -= free[s]
-            top = c.top
-            if cap < top:
-                top = cap
-            if room <= 0:
-                room = 0
-            if room < top:
-                top = room
-            tops.append(top)
-            if top > 0 and c.slot < 0:  # at its first use, as the rates cache is filled
-                c.slot = self._slot(view, c, size)
-        if max(tops) <= 0:
-            for c in group:
-                c.new = 0
-            return
+    def allocate(self, view: ClusterView, group: list[_Cand], cap: int, fm: FreeMap) -> list[tuple[_Cand, int]]:
+        """The extra GPUs of the jobs of one GPU type, by the knapsack on the module docstring's
+        values (:func:`~heuristics.knapsack.phase2_kernel`), for the jobs whose flexible
+        placement may change: those given another count than they hold, and the doomed ones."""
+        if cap == 0:  # every option above 0 weighs more than the capacity (the kernel's answer, cheaper)
+            return _moving(group, [0] * len(group))
         a = self._rows
-        rows, project = a.rows(group)  # (with projections: the remaining works computed in the kernel)
+        stale = [c for c in group if c.written is not a]
+        if stale:
+            size = fm.index.type_size[group[0].gpu_type]
+            for c in stale:
+                if c.slot < 0:
+                    c.slot = self._slot(view, c, size)
+                a.write(c)
+        rows = np.array([c.row for c in group], dtype=np.int64)
+        # with projections (clairvoyant: every candidate, running, has one) the kernel computes
+        # the remaining works
+        project = view.information == "clairvoyant"
         if not project:
             a.remaining(rows, view.remaining_works([c.job for c in group]), group)
-        sizes = np.array(tops, dtype=np.int64)
-        values = np.empty(sum(t for t in tops if t > 0))
-        out = np.empty(len(tops), dtype=np.int64)
+        free = np.array(fm.free, dtype=np.int64)
+        values = self._values(len(group) * cap)
+        sizes = np.empty(len(group), dtype=np.int64)
+        out = np.empty(len(group), dtype=np.int64)
         code = phase2_kernel(
-            *(rows, a.works, a.dones, a.sinces, a.speeds, project),
-            *(self._store, a.starts, sizes, a.bases, a.curs, a.until, a.doomed),
+            *(rows, free, fm.type_total(group[0].gpu_type), self.group_flex, a.servers, a.tops),
+            *(a.works, a.dones, a.sinces, a.speeds, project),
+            *(self._store, a.starts, a.bases, a.curs, a.until, a.doomed),
             *(view.now, self._churn, cap),
-            *(workspace(len(tops), cap), values, out),
+            *(workspace(len(group), cap), values, sizes, out),
         )
         refuse(code, values, sizes)
-        for c, w in zip(group, out.tolist(), strict=True):
-            c.new = w if w > 0 else 0
+        return _moving(group, out.tolist())
+
+    def _values(self, n: int) -> np.ndarray:
+        """A scratch block of at least ``n`` floats for the knapsack's values (reused)."""
+        if len(self._scratch) < n:
+            self._scratch = np.empty(max(n, 2 * len(self._scratch)))
+        return self._scratch
 
     def _rooms(self, group: list[_Cand], fm: FreeMap) -> list[int]:
         """Per job of one GPU type, the virtual free GPUs of its type it could use (not on its
@@ -670,27 +678,30 @@ class ArylScaling:
         return out
 
     # ------------------------------------------------------------------ placement and actions
-    def _place(self, view: ClusterView, cands: dict[str, list[_Cand]], index: ServerIndex) -> list[tuple[_Cand, Alloc]]:
+    def _place(
+        self, view: ClusterView, moving: list[tuple[_Cand, int]], index: ServerIndex
+    ) -> list[tuple[_Cand, Alloc]]:
         """New flexible placements (where they changed): keep first, then best fit, on a virtual
         map of the GPUs free now.
 
         Keeping never runs short: each job's own flexible GPUs are on the virtual map and the
         other jobs keep only theirs, so the map is only updated (and read) if some job wants
         more than it keeps: then it is the GPUs free now plus the flexible ones of the jobs
-        whose placement may change, less what they keep."""
-        # the jobs whose placement may change (the others keep exactly what they have)
-        moving = [c for g in cands.values() for c in g if c.new != c.cur or c.flex_ok is not c.flex]
-        moving.sort(key=_JOB)
+        whose placement may change, less what they keep.
+
+        :param moving: the jobs whose placement may change, with their new extra GPUs (the others
+            keep exactly what they have)."""
+        moving.sort(key=_job_of)
         kept: list[tuple[_Cand, dict[int, int], int]] = []
         wants = False
-        for c in moving:  # each job keeps what it has first, up to its new count
-            if c.new >= c.cur:
-                left = c.new - c.cur
+        for c, new in moving:  # each job keeps what it has first, up to its new count
+            if new >= c.cur:
+                left = new - c.cur
                 kept.append((c, dict(c.flex_ok), left))
                 wants = wants or left > 0
             else:
                 part: dict[int, int] = {}
-                left = c.new
+                left = new
                 for s, n in sorted(c.flex_ok, key=lambda a: (-a[1], a[0])) if left > 0 else ():
                     m = min(n, left)
                     if m > 0:
@@ -698,9 +709,9 @@ class ArylScaling:
                         left -= m
                 kept.append((c, part, left))
         if not wants:
-            return [(c, new) for c, got, _ in kept if (new := _changed(c, got)) is not None]
+            return [(c, alloc) for c, got, _ in kept if (alloc := _changed(c, got)) is not None]
         fm = FreeMap.now(index, view)
-        fm.give([a for c in moving for a in c.flex_ok])  # (integers: the order does not matter)
+        fm.give([a for c, _ in moving for a in c.flex_ok])  # (integers: the order does not matter)
         fm.take([a for _, got, _ in kept for a in got.items()])
         kept.sort(key=lambda k: (-k[2], k[0].job))  # best fit decreasing
         free = fm.free
@@ -720,9 +731,9 @@ class ArylScaling:
                 left -= m
                 if left == 0:
                     break
-            new = _changed(c, mine)
-            if new is not None:
-                out.append((c, new))
+            changed = _changed(c, mine)
+            if changed is not None:
+                out.append((c, changed))
         return out
 
     def _emit(self, view: ClusterView, changes: list[tuple[_Cand, Alloc]]) -> Iterator[Action]:
@@ -765,13 +776,13 @@ class AfsScaling(ArylScaling):
     ``max_gpus`` is the whole pool get all AFS plans (as in Aryl's comparison, where AFS "shows a
     higher resource usage")."""
 
-    def allocate(self, view: ClusterView, group: list[_Cand], cap: int, fm: FreeMap) -> None:
+    def allocate(self, view: ClusterView, group: list[_Cand], cap: int, fm: FreeMap) -> list[tuple[_Cand, int]]:
         gpu_type = group[0].gpu_type
         size = fm.index.type_size[gpu_type]
         heap: list[tuple[float, int, int]] = []  # (-marginal gain, job, i): the next GPU of each job
         ones: dict[int, float] = {}
         rates: dict[int, list[float]] = {}  # the cache's list, extended as plans grow
-        plans: dict[int, int] = {}
+        plans: dict[int, int] = {}  # (the jobs not in it get none)
         tops: dict[int, int] = {}
 
         def thr(i: int, x: int) -> float:
@@ -781,7 +792,6 @@ class AfsScaling(ArylScaling):
             return _div(r[x], ones[i])
 
         for i, (c, room) in enumerate(zip(group, self._rooms(group, fm), strict=True)):
-            c.new = 0
             if c.top <= 0 or room <= 0:
                 continue
             ones[i] = view.rate(c.job, 1, 1, gpu_type)
@@ -789,22 +799,16 @@ class AfsScaling(ArylScaling):
             tops[i] = min(room, cap)
             plans[i] = 0
             heap.append((-(thr(i, 1) - thr(i, 0)), c.job, i))
-        if not heap:
-            return
         heapq.heapify(heap)
-        best = heapq.heappop(heap)
         left = cap
-        while left > 0:
-            gain, job, i = best
+        while left > 0 and heap:
+            gain, job, i = heap[0]
             if -gain <= 0.0:
                 break
             plans[i] = x = plans[i] + 1
             left -= 1
             if x < tops[i]:  # this job's next GPU, unless another job's comes first
-                best = heapq.heappushpop(heap, (-(thr(i, x + 1) - thr(i, x)), job, i))
-            elif heap:
-                best = heapq.heappop(heap)
+                heapq.heapreplace(heap, (-(thr(i, x + 1) - thr(i, x)), job, i))
             else:
-                break
-        for i, x in plans.items():
-            group[i].new = min(x, group[i].top)
+                heapq.heappop(heap)
+        return _moving(group, [min(plans[i], c.top) if i in plans else 0 for i, c in enumerate(group)])

@@ -250,6 +250,11 @@ def mckp_value(groups: Sequence[Sequence[Option]], choice: Sequence[int]) -> tup
 @compiled_calling("_dp")
 def phase2_kernel(
     rows: np.ndarray,
+    free: np.ndarray,
+    total: int,
+    grouped: bool,
+    servers: np.ndarray,
+    tops: np.ndarray,
     works: np.ndarray,
     dones: np.ndarray,
     sinces: np.ndarray,
@@ -257,7 +262,6 @@ def phase2_kernel(
     project: bool,
     rates: np.ndarray,
     starts: np.ndarray,
-    tops: np.ndarray,
     bases: np.ndarray,
     curs: np.ndarray,
     until: np.ndarray,
@@ -267,26 +271,56 @@ def phase2_kernel(
     capacity: int,
     table: np.ndarray,
     values: np.ndarray,
+    sizes: np.ndarray,
     out: np.ndarray,
 ) -> int:
-    """Phase 2's option values, job after job, into ``values`` (the knapsack's dense vectors),
-    then the knapsack on them (:func:`_dp`: its return code, the
-    chosen extra GPUs per job in ``out``, -1 or 0 for none). Job k's inputs are at ``r =
-    rows[k]`` of the per-job arrays (``tops``, ``out`` and the values go by k). Job k (remaining
-    work ``rem``: if ``project``, from its ``view.projection`` ``(works[r], dones[r], sinces[r],
-    speeds[r])`` at ``now``, with the operations of ``view.remaining_work``; else ``works[r]``
-    itself; its rates on base + 0, 1, ... workers from ``rates[starts[r]]`` on) has the values of x =
-    1..``tops[k]`` extra GPUs (none if ``tops[k] <= 0``), ``((T(0) - T(x)) - pen(x)) - ((T(0) -
-    T(0)) - pen(0))`` with ``T(x) = rem / rate(x)`` (IEEE: a zero rate gives inf or nan, which the
-    knapsack refuses) and the restart cost ``pen(x) = max(0, restart_base + restart_per_gpu x
-    (base + x) - left) x churn_factor``, where ``left`` is what is left of a restart under way
-    (``until[r] - now``, 0 if none); 0 at x = the job's current ``curs[r]``, and for a ``doomed``
-    job (it restarts at a reclaim deadline anyway). ``churn`` holds restart_base,
-    restart_per_gpu and churn_factor."""
+    """Phase 2 of one GPU type (``heuristics/aryl_scaling.py``): each job's options, their values
+    (the knapsack's dense vectors, into ``values``: a scratch block of at least ``len(rows) x
+    capacity``), then the knapsack on them (:func:`_dp`: its return code; the chosen extra GPUs
+    per job in ``out``, 0 for none). Job k's inputs are at ``r = rows[k]`` of the per-job arrays
+    (``sizes``, ``out`` and the values go by k).
+
+    Job k's options are x = 1..``sizes[k]`` extra GPUs (written there; none if it is 0 or less):
+    ``sizes[k] = min(tops[r], capacity, room)`` where ``room`` is the type's ``total`` virtual free
+    GPUs, less (if ``grouped``) the virtual free GPUs (``free``, per server) of its base servers
+    (``servers[r]``, then -1), at least 0. Their values, with remaining work ``rem`` (if
+    ``project``, from its ``view.projection`` ``(works[r], dones[r], sinces[r], speeds[r])`` at
+    ``now``, with the operations of ``view.remaining_work``; else ``works[r]`` itself) and its
+    rates on base + 0, 1, ... workers from ``rates[starts[r]]`` on: ``((T(0) - T(x)) - pen(x)) -
+    ((T(0) - T(0)) - pen(0))`` with ``T(x) = rem / rate(x)`` (IEEE: a zero rate gives inf or nan,
+    which the knapsack refuses) and the restart cost ``pen(x) = max(0, restart_base +
+    restart_per_gpu x (base + x) - left) x churn_factor``, where ``left`` is what is left of a
+    restart under way (``until[r] - now``, 0 if none); 0 at x = the job's current ``curs[r]``, and
+    for a ``doomed`` job (it restarts at a reclaim deadline anyway). ``churn`` holds
+    restart_base, restart_per_gpu and churn_factor. If no job has an option, nothing is solved."""
+    n = rows.shape[0]
+    anything = False
+    for k in range(n):
+        r = rows[k]
+        room = total
+        if grouped:
+            for i in range(servers.shape[1]):
+                s = servers[r, i]
+                if s < 0:
+                    break
+                room -= free[s]
+        top = tops[r]
+        if capacity < top:
+            top = capacity
+        if room < 0:
+            room = 0
+        if room < top:
+            top = room
+        sizes[k] = top
+        anything = anything or top > 0
+    if not anything:
+        for k in range(n):
+            out[k] = 0
+        return -1
     rb, rg, cf = churn[0], churn[1], churn[2]
     j = 0  # where job k's values start
-    for k in range(tops.shape[0]):
-        top = tops[k]
+    for k in range(n):
+        top = sizes[k]
         if top > 0:
             r = rows[k]
             i = starts[r]
@@ -315,7 +349,11 @@ def phase2_kernel(
                     p = (a if a > 0.0 else 0.0) * cf
                 values[j] = ((t0 - rem / rates[i + x]) - p) - v0
                 j += 1
-    return _dp(np.zeros(tops.shape[0]), values, tops, capacity, True, table, out)  # type: ignore[no-any-return]
+    code = _dp(np.zeros(n), values[:j], sizes, capacity, True, table, out)
+    for k in range(n):
+        if out[k] < 0:
+            out[k] = 0
+    return code  # type: ignore[no-any-return]
 
 
 """The DP kernel itself, for kernels that solve in the same call (``compiled_calling``): arguments
