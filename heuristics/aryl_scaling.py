@@ -84,7 +84,7 @@ from envs.sim.policy import Action, Alloc, ClusterView, JobStatus, Migrate, Scal
 from heuristics.aryl_config import ArylConfig, Phase1Order
 from heuristics.aryl_place import ArylPlacement, FreeMap, Key, ServerIndex, plan
 from heuristics.common import Size
-from heuristics.knapsack import phase2_kernel, refuse, workspace
+from heuristics.knapsack import FLOAT_COLUMNS, INT_COLUMNS, UNTIL, WORK, phase2_kernel, refuse, workspace
 
 _RUNNING = JobStatus.RUNNING  # (a module constant: an enum member lookup costs more than the test)
 
@@ -479,19 +479,15 @@ class _Rows:
         self.of: dict[int, int] = {}  # job -> row
         self.owners: list[_Cand | None] = []  # per row: the candidate written there last
         n = 64
-        self.starts, self.bases, self.curs, self.tops = (np.zeros(n, dtype=np.int64) for _ in range(4))
-        self.doomed = np.zeros(n, dtype=bool)
-        self.works, self.dones, self.sinces, self.speeds, self.until = (np.zeros(n) for _ in range(5))
-        self.servers = np.full((n, 1), -1, dtype=np.int64)  # per row, its base servers (then -1)
+        self.ints = np.zeros((n, len(INT_COLUMNS)), dtype=np.int64)  # per row: slot, base, cur, top, doomed
+        self.floats = np.zeros((n, len(FLOAT_COLUMNS)))  # per row: its projection (or remaining work), until
+        self.servers = np.full((n, 1), -1, dtype=np.int64)  # per row: its base servers (then -1)
 
     def _new(self, job: int) -> int:
         r = self.of[job] = len(self.owners)
         self.owners.append(None)
-        n = len(self.starts)
-        if r == n:
-            for name in ("starts", "bases", "curs", "tops", "doomed", "works", "dones", "sinces", "speeds", "until"):
-                old = getattr(self, name)
-                setattr(self, name, np.concatenate([old, np.zeros_like(old)]))
+        if r == len(self.ints):
+            self.ints, self.floats = (np.concatenate([a, np.zeros_like(a)]) for a in (self.ints, self.floats))
             self.servers = np.concatenate([self.servers, np.full_like(self.servers, -1)])
         return r
 
@@ -504,32 +500,22 @@ class _Rows:
         if old is not None:
             old.written = None
         self.owners[r] = c
-        self.starts[r], self.bases[r], self.curs[r], self.tops[r], self.doomed[r] = (
-            c.slot,
-            c.base,
-            c.cur,
-            c.top,
-            c.doomed,
-        )
+        self.ints[r] = (c.slot, c.base, c.cur, c.top, c.doomed)
+        width = self.servers.shape[1]
         nb = len(c.base_servers)
-        if nb > self.servers.shape[1]:
-            self.servers = np.concatenate(
-                [self.servers, np.full((len(self.servers), nb - self.servers.shape[1]), -1, dtype=np.int64)], axis=1
-            )
-        row = self.servers[r]
-        row[:] = -1
-        row[:nb] = sorted(c.base_servers)
-        p = c.prog
-        if p is not None:
-            self.works[r], self.dones[r], self.sinces[r], self.speeds[r] = p
-            self.until[r] = c.until
+        if nb > width:
+            pad = np.full((len(self.servers), nb - width), -1, dtype=np.int64)
+            self.servers, width = np.concatenate([self.servers, pad], axis=1), nb
+        self.servers[r] = (*sorted(c.base_servers), *(-1,) * (width - nb))
+        if c.prog is not None:
+            self.floats[r] = (*c.prog, c.until)
         c.row, c.written = r, self
 
     def remaining(self, rows: np.ndarray, rems: list[float], group: list[_Cand]) -> None:
         """Write the remaining works ``rems`` and the ``until`` of ``group`` (no projections) in
-        their rows' works and until."""
-        self.works[rows] = rems
-        self.until[rows] = [c.until for c in group]
+        their rows."""
+        self.floats[rows, WORK] = rems
+        self.floats[rows, UNTIL] = [c.until for c in group]
 
 
 @dataclass
@@ -647,10 +633,8 @@ class ArylScaling:
         sizes = np.empty(len(group), dtype=np.int64)
         out = np.empty(len(group), dtype=np.int64)
         code = phase2_kernel(
-            *(rows, free, fm.type_total(group[0].gpu_type), self.group_flex, a.servers, a.tops),
-            *(a.works, a.dones, a.sinces, a.speeds, project),
-            *(self._store, a.starts, a.bases, a.curs, a.until, a.doomed),
-            *(view.now, self._churn, cap),
+            *(rows, a.ints, a.floats, a.servers, project, self._store),
+            *(free, fm.type_total(group[0].gpu_type), self.group_flex, view.now, self._churn, cap),
             *(workspace(len(group), cap), values, sizes, out),
         )
         refuse(code, values, sizes)

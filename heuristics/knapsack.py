@@ -247,25 +247,22 @@ def mckp_value(groups: Sequence[Sequence[Option]], choice: Sequence[int]) -> tup
     return w, v
 
 
+# the columns of phase2_kernel's per-job tables (its ints and floats)
+INT_COLUMNS = SLOT, BASE, CUR, TOP, DOOMED = range(5)
+FLOAT_COLUMNS = WORK, DONE, SINCE, SPEED, UNTIL = range(5)
+
+
 @compiled_calling("_dp")
 def phase2_kernel(
     rows: np.ndarray,
+    ints: np.ndarray,
+    floats: np.ndarray,
+    servers: np.ndarray,
+    project: bool,
+    rates: np.ndarray,
     free: np.ndarray,
     total: int,
     grouped: bool,
-    servers: np.ndarray,
-    tops: np.ndarray,
-    works: np.ndarray,
-    dones: np.ndarray,
-    sinces: np.ndarray,
-    speeds: np.ndarray,
-    project: bool,
-    rates: np.ndarray,
-    starts: np.ndarray,
-    bases: np.ndarray,
-    curs: np.ndarray,
-    until: np.ndarray,
-    doomed: np.ndarray,
     now: float,
     churn: np.ndarray,
     capacity: int,
@@ -277,22 +274,25 @@ def phase2_kernel(
     """Phase 2 of one GPU type (``heuristics/aryl_scaling.py``): each job's options, their values
     (the knapsack's dense vectors, into ``values``: a scratch block of at least ``len(rows) x
     capacity``), then the knapsack on them (:func:`_dp`: its return code; the chosen extra GPUs
-    per job in ``out``, 0 for none). Job k's inputs are at ``r = rows[k]`` of the per-job arrays
-    (``sizes``, ``out`` and the values go by k).
+    per job in ``out``, 0 for none). Job k's inputs are in row ``r = rows[k]`` of the per-job
+    tables ``ints`` (columns :data:`INT_COLUMNS`: where its rates on base + 0, 1, ... workers
+    begin in ``rates``, its base GPUs, its current extra GPUs, the most extra GPUs it may get,
+    whether it is doomed), ``floats`` (:data:`FLOAT_COLUMNS`: its ``view.projection`` (work, done,
+    since, rate), or with ``project`` false its remaining work in the first column; its
+    ``until``) and ``servers`` (its base servers, then -1); ``sizes``, ``out`` and the values go
+    by k.
 
     Job k's options are x = 1..``sizes[k]`` extra GPUs (written there; none if it is 0 or less):
-    ``sizes[k] = min(tops[r], capacity, room)`` where ``room`` is the type's ``total`` virtual free
-    GPUs, less (if ``grouped``) the virtual free GPUs (``free``, per server) of its base servers
-    (``servers[r]``, then -1), at least 0. Their values, with remaining work ``rem`` (if
-    ``project``, from its ``view.projection`` ``(works[r], dones[r], sinces[r], speeds[r])`` at
-    ``now``, with the operations of ``view.remaining_work``; else ``works[r]`` itself) and its
-    rates on base + 0, 1, ... workers from ``rates[starts[r]]`` on: ``((T(0) - T(x)) - pen(x)) -
+    ``sizes[k] = min(top, capacity, room)`` where ``room`` is the type's ``total`` virtual free
+    GPUs, less (if ``grouped``) the virtual free GPUs (``free``, per server) of its base servers,
+    at least 0. Their values, with remaining work ``rem`` (if ``project``, from the projection at
+    ``now``, with the operations of ``view.remaining_work``): ``((T(0) - T(x)) - pen(x)) -
     ((T(0) - T(0)) - pen(0))`` with ``T(x) = rem / rate(x)`` (IEEE: a zero rate gives inf or nan,
     which the knapsack refuses) and the restart cost ``pen(x) = max(0, restart_base +
     restart_per_gpu x (base + x) - left) x churn_factor``, where ``left`` is what is left of a
-    restart under way (``until[r] - now``, 0 if none); 0 at x = the job's current ``curs[r]``, and
-    for a ``doomed`` job (it restarts at a reclaim deadline anyway). ``churn`` holds
-    restart_base, restart_per_gpu and churn_factor. If no job has an option, nothing is solved."""
+    restart under way (``until - now``, 0 if none); 0 at x = the job's current extra GPUs, and
+    for a doomed job (it restarts at a reclaim deadline anyway). ``churn`` holds restart_base,
+    restart_per_gpu and churn_factor. If no job has an option, nothing is solved."""
     n = rows.shape[0]
     anything = False
     for k in range(n):
@@ -304,7 +304,7 @@ def phase2_kernel(
                 if s < 0:
                     break
                 room -= free[s]
-        top = tops[r]
+        top = ints[r, TOP]
         if capacity < top:
             top = capacity
         if room < 0:
@@ -323,17 +323,18 @@ def phase2_kernel(
         top = sizes[k]
         if top > 0:
             r = rows[k]
-            i = starts[r]
-            rem = works[r]
+            i = ints[r, SLOT]
+            rem = floats[r, WORK]
             if project:
-                d = dones[r]
-                if now > sinces[r]:
-                    x = d + speeds[r] * (now - sinces[r])
+                d = floats[r, DONE]
+                since = floats[r, SINCE]
+                if now > since:
+                    x = d + floats[r, SPEED] * (now - since)
                     d = x if x < rem else rem  # min(work, x)
                 rem = rem - d
                 rem = rem if rem > 0.0 else 0.0  # max(0.0, rem)
-            base, cur, gone = bases[r], curs[r], doomed[r]
-            left = until[r] - now
+            base, cur, gone = ints[r, BASE], ints[r, CUR], ints[r, DOOMED]
+            left = floats[r, UNTIL] - now
             if not left > 0.0:
                 left = 0.0
             t0 = rem / rates[i]
