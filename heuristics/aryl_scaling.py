@@ -143,6 +143,8 @@ class Movables:
     layouts: dict[int, _Layout] = field(default_factory=dict)
     verdicts: dict[int, _Cand] = field(default_factory=dict)  # running job -> its candidate (none: left out)
     held: list[int] = field(default_factory=list)  # per server, the GPUs of the candidates' flex_ok there
+    held_by: dict[Key, int] = field(default_factory=dict)  # the same per (type, pool)
+    keys: tuple[Key, ...] = ()  # each server's (type, pool)
     view: ClusterView | None = None  # the view they were made on
     changed: set[int] = field(default_factory=set)  # the jobs whose stamp changed since (view.watch_stamps)
     bad: tuple[int, ...] | None = None  # the unplaceable servers then
@@ -161,9 +163,15 @@ class Movables:
         """The GPUs free now plus those of the candidates' flexible workers on placeable servers
         (:attr:`held`, as of the last :func:`movable` call): the map on which phase 2 and the room
         component plan."""
-        held, pick = self.held, index.pick
-        free = list(map(operator.add, view.free_list(), held))
-        return FreeMap(index, free, {k: view.total_free(*k) + sum(pick[k](held)) for k in index.id_lists})
+        free = list(map(operator.add, view.free_list(), self.held))
+        return FreeMap(index, free, {k: view.total_free(*k) + n for k, n in self.held_by.items()})
+
+    def forget(self, view: ClusterView) -> None:
+        """Forget every verdict (and what they hold)."""
+        self.verdicts.clear()
+        self.held = [0] * len(view.servers)
+        self.keys = tuple((s.gpu_type.name, s.pool) for s in view.servers)
+        self.held_by = dict.fromkeys(self.keys, 0)
 
 
 def movable(view: ClusterView, with_flex: bool = False, memo: Movables | None = None) -> list[_Cand]:
@@ -175,7 +183,8 @@ def movable(view: ClusterView, with_flex: bool = False, memo: Movables | None = 
     unplaceable = view.unplaceable_servers()
     running = view.running
     if memo is None:
-        memo = Movables(held=[0] * len(view.servers), bad=unplaceable, bad_set=frozenset(unplaceable))
+        memo = Movables(bad=unplaceable, bad_set=frozenset(unplaceable))
+        memo.forget(view)
         fresh: Iterable[int] = running
     elif memo.view is view and memo.bad == unplaceable and memo.with_flex == with_flex:
         fresh = memo.changed  # (those that left running lose their verdict)
@@ -183,15 +192,16 @@ def movable(view: ClusterView, with_flex: bool = False, memo: Movables | None = 
         if memo.view is not view:
             memo.view, memo.changed = view, view.watch_stamps()
         fresh = running
-        memo.verdicts.clear()
-        memo.held = [0] * len(view.servers)
+        memo.forget(view)
         memo.bad, memo.bad_set, memo.with_flex = unplaceable, frozenset(unplaceable), with_flex
-    layouts, verdicts, bad, held = memo.layouts, memo.verdicts, memo.bad_set, memo.held
+    layouts, verdicts, bad = memo.layouts, memo.verdicts, memo.bad_set
+    held, held_by, keys = memo.held, memo.held_by, memo.keys
     for job in fresh:  # (each verdict is the job's own: the order does not matter)
         old = verdicts.pop(job, None)
         if old is not None:
             for s, n in old.flex_ok:
                 held[s] -= n
+                held_by[keys[s]] -= n
         if job not in running:
             continue
         lay = layouts.get(job)
@@ -207,6 +217,7 @@ def movable(view: ClusterView, with_flex: bool = False, memo: Movables | None = 
             verdicts[job] = c
             for s, n in c.flex_ok:
                 held[s] += n
+                held_by[keys[s]] += n
     memo.changed.clear()
     return [c for c in map(verdicts.get, running) if c is not None]
 
@@ -386,10 +397,8 @@ class ArylRoom:
         flexible GPUs: a placement on the free GPUs of a (type, pool) succeeds exactly when they
         add up to the demand (best fit always finds one then), and takes the demand from both
         maps; so if no job gets that far, the plan scales nothing in."""
-        index = self.placement.index(view)
-        held, pick = self.memo.held, index.pick
         real: dict[Key, int] = {}
-        extra = {k: sum(pick[k](held)) for k in index.id_lists}  # flexible GPUs per (type, pool)
+        extra = self.memo.held_by  # flexible GPUs per (type, pool)
         start_plan = self.placement.start_plan
 
         def fits(size: Size) -> bool:  # else the loop does nothing for the job: no key holds min_gpus
