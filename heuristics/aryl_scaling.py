@@ -180,6 +180,12 @@ def movable(view: ClusterView, with_flex: bool = False, memo: Movables | None = 
     ``with_flex``: only those holding more than their minimum (a quick filter). ``memo``: what
     the caller keeps between calls (a speed-up: a job whose stamp did not change keeps its
     verdict while the unplaceable servers stay the same; ``memo.held`` follows the verdicts)."""
+    verdicts = _refresh(view, with_flex, memo).verdicts
+    return [c for c in map(verdicts.get, view.running) if c is not None]
+
+
+def _refresh(view: ClusterView, with_flex: bool, memo: Movables | None) -> Movables:
+    """The verdicts of :func:`movable` brought up to date in ``memo`` (or a new one)."""
     unplaceable = view.unplaceable_servers()
     running = view.running
     if memo is None:
@@ -219,7 +225,7 @@ def movable(view: ClusterView, with_flex: bool = False, memo: Movables | None = 
                 held[s] += n
                 held_by[keys[s]] += n
     memo.changed.clear()
-    return [c for c in map(verdicts.get, running) if c is not None]
+    return memo
 
 
 def _verdict(view: ClusterView, job: int, lay: _Layout, with_flex: bool, bad: frozenset[int]) -> _Cand | None:
@@ -344,7 +350,7 @@ class ArylRoom:
                 jobs.append((job, st))
         if not jobs:
             return
-        fit = _Fitter(self.placement, view, self._flexible(view), self.memo)
+        fit = _Fitter(self.placement, view, _refresh(view, False, self.memo))
         moves: list[Migrate] = []
         for job, st in jobs:
             spec = view.job(job)
@@ -368,19 +374,13 @@ class ArylRoom:
         yield from fit.scale_ins()
         yield from moves
 
-    def _flexible(self, view: ClusterView) -> list[_Cand]:
-        """The movable jobs with flexible workers on placeable servers (those of
-        ``movable(view, True)``: a running elastic job's base holds at least its ``min_gpus``,
-        an engine rule, so one with flexible workers holds more)."""
-        return [c for c in movable(view, False, self.memo) if c.cur]
-
     def _room(self, view: ClusterView) -> Iterator[Action]:
         if not view.pending:
             return
-        cands = self._flexible(view)
-        if not cands or not self._may_displace(view):
-            return
-        fit = _Fitter(self.placement, view, cands, self.memo)
+        memo = _refresh(view, False, self.memo)
+        if not any(memo.held_by.values()) or not self._may_displace(view):
+            return  # (no movable job has flexible workers on placeable servers, or none is needed)
+        fit = _Fitter(self.placement, view, memo)
 
         def fits(size: Size) -> bool:  # else fit.place fails: no (type, pool) holds even min_gpus
             gpus, types = size
@@ -425,16 +425,17 @@ class ArylRoom:
 
 
 class _Fitter:
-    """Plans placements on the GPUs that are free, or else held by the flexible workers of
-    ``cands`` (which then give way): the free GPUs of a (type, pool) are used first; if they do
-    not hold the demand, best fit over free plus flexible GPUs, and the flexible workers on the
-    GPUs taken are scaled in, from the job with the most flexible GPUs on that server first."""
+    """Plans placements on the GPUs that are free, or else held by the flexible workers of the
+    movable jobs (``memo``'s verdicts, up to date; they then give way): the free GPUs of a (type,
+    pool) are used first; if they do not hold the demand, best fit over free plus flexible GPUs,
+    and the flexible workers on the GPUs taken are scaled in, from the job with the most flexible
+    GPUs on that server first."""
 
-    def __init__(self, placement: ArylPlacement, view: ClusterView, cands: list[_Cand], memo: Movables) -> None:
+    def __init__(self, placement: ArylPlacement, view: ClusterView, memo: Movables) -> None:
         index = placement.index(view)
+        self.view, self.memo = view, memo
         self.real = FreeMap.now(index, view)
-        self.virt = memo.virtual(index, view)  # (``cands`` are the candidates with flexible GPUs)
-        self.cands = cands
+        self.virt = memo.virtual(index, view)
         self.displaced: dict[int, int] = {}
 
     def place(self, keys: list[Key], need: int) -> Alloc | None:
@@ -455,8 +456,10 @@ class _Fitter:
     def scale_ins(self) -> Iterator[Action]:
         if not self.displaced:
             return
+        # the movable jobs with flexible workers on placeable servers, in the view's running order
+        cands = [c for c in movable(self.view, False, self.memo) if c.cur]
         held: dict[int, dict[int, int]] = {}  # server -> job -> flexible GPUs there
-        for c in self.cands:
+        for c in cands:
             for s, n in c.flex_ok:
                 if s in self.displaced:
                     held.setdefault(s, {})[c.job] = n
@@ -468,7 +471,7 @@ class _Fitter:
                 n -= m
                 if n == 0:
                     break
-        for c in self.cands:
+        for c in cands:
             if c.job in cut:
                 gone = cut[c.job]
                 yield Scale(c.job, tuple((s, n - gone.get(s, 0)) for s, n in c.flex if n > gone.get(s, 0)))
