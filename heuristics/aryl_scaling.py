@@ -485,11 +485,13 @@ class _Rows:
     doomed and, where the view gives projections, its projection and ``until``: all written from
     its candidate when that is not the one written last (``_Cand.written``: a candidate stays the
     same object while its allocation does, and :func:`movable` marks it unwritten when it reads
-    its stamp's projection again)."""
+    its stamp's projection again), the base servers only when they are another set."""
 
     def __init__(self) -> None:
         self.of: dict[int, int] = {}  # job -> row
         self.owners: list[_Cand | None] = []  # per row: the candidate written there last
+        self.base_servers: list[frozenset[int]] = []  # per row: the base servers written there (a job's
+        # candidates share the set while its base stays the same)
         n = 64
         self.ints = np.zeros((n, len(INT_COLUMNS)), dtype=np.int64)  # per row: slot, base, cur, top, doomed
         self.floats = np.zeros((n, len(FLOAT_COLUMNS)))  # per row: its projection (or remaining work), until
@@ -498,6 +500,7 @@ class _Rows:
     def _new(self, job: int) -> int:
         r = self.of[job] = len(self.owners)
         self.owners.append(None)
+        self.base_servers.append(frozenset())
         if r == len(self.ints):
             self.ints, self.floats = (np.concatenate([a, np.zeros_like(a)]) for a in (self.ints, self.floats))
             self.servers = np.concatenate([self.servers, np.full_like(self.servers, -1)])
@@ -513,12 +516,14 @@ class _Rows:
             old.written = None
         self.owners[r] = c
         self.ints[r] = (c.slot, c.base, c.cur, c.top, c.doomed)
-        width = self.servers.shape[1]
-        nb = len(c.base_servers)
-        if nb > width:
-            pad = np.full((len(self.servers), nb - width), -1, dtype=np.int64)
-            self.servers, width = np.concatenate([self.servers, pad], axis=1), nb
-        self.servers[r] = (*sorted(c.base_servers), *(-1,) * (width - nb))
+        if self.base_servers[r] is not c.base_servers:
+            self.base_servers[r] = c.base_servers
+            width = self.servers.shape[1]
+            nb = len(c.base_servers)
+            if nb > width:
+                pad = np.full((len(self.servers), nb - width), -1, dtype=np.int64)
+                self.servers, width = np.concatenate([self.servers, pad], axis=1), nb
+            self.servers[r] = (*sorted(c.base_servers), *(-1,) * (width - nb))
         if c.prog is not None:
             self.floats[r] = (*c.prog, c.until)
         c.row, c.written = r, self
