@@ -1,8 +1,10 @@
-"""gittins: the inverse Gittins index over finished jobs' durations, by hand, and in a run."""
+"""gittins: the inverse Gittins index over finished jobs' durations (and, for gittins-est, weighted by
+the likelihood of each job's estimate), by hand, and in a run."""
 
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 
@@ -10,7 +12,7 @@ from envs.sim import scenarios
 from envs.sim.metrics import summarize
 from envs.sim.model import JobSpec
 from heuristics import registry
-from heuristics.gittins import GittinsCost
+from heuristics.gittins import EstimateLikelihood, GittinsCost
 from heuristics.qssf import DurationHistory
 
 
@@ -82,3 +84,62 @@ def test_it_runs_blind_and_preempts_on_contention_nones_setting() -> None:
     result = scenarios.simulate(scenarios.get("default", sets), registry.make("gittins"), 0)
     m = summarize(result)
     assert m["jobs_unfinished"] == 0 and m["preemptions"] > 0
+
+
+def _estimated(works: list[float], estimates: list[float], pending: float, attained: float = 0.0) -> _View:
+    """Finished jobs of ``works`` whose estimates were ``estimates``, then a job estimated at
+    ``pending`` that has done ``attained``."""
+    view = _View(works, {len(works): attained})
+    for i, e in enumerate([*estimates, pending]):
+        view.specs[i] = dataclasses.replace(view.specs[i], duration=e)
+    view.done.update({i: w for i, w in enumerate(works)})
+    return view
+
+
+def _brute_cost(tail: list[float], weights: list[float], attained: float) -> float:
+    """min over quanta q of E[min(D - a, q)] / P(D - a <= q), D drawn from tail by weights."""
+    total = sum(weights)
+    best = math.inf
+    for q in (d - attained for d in tail):
+        expected = sum(w * min(d - attained, q) for d, w in zip(tail, weights, strict=True)) / total
+        p = sum(w for d, w in zip(tail, weights, strict=True) if d - attained <= q) / total
+        best = min(best, expected / p)
+    return best
+
+
+def test_with_estimates_each_duration_weighs_as_likely_as_the_jobs_estimate_under_it() -> None:
+    # errors ln(e / work): +1, -1, 0 -> bias 0, spread sqrt(2/3); a job estimated at 300 s
+    works, estimates = [100.0, 200.0, 1000.0], [100.0 * math.e, 200.0 / math.e, 1000.0]
+    spread = math.sqrt(2.0 / 3.0)
+    for attained in (0.0, 150.0):
+        view = _estimated(works, estimates, 300.0, attained)
+        tail = [d for d in sorted(works) if d > attained]
+        weights = [math.exp(-0.5 * ((math.log(300.0) - math.log(d)) / spread) ** 2) for d in tail]
+        cost = GittinsCost(likelihood=EstimateLikelihood()).cost(view, 3)  # type: ignore[arg-type]
+        assert cost == pytest.approx(_brute_cost(tail, weights, attained))
+        assert cost != pytest.approx(GittinsCost().cost(view, 3))  # type: ignore[arg-type]  # the estimate moved it
+
+
+def test_the_likelihood_learns_the_estimates_bias_and_its_median_follows() -> None:
+    # every estimate was twice the work (bias ln 2, spread at its floor): an estimate of 400 s
+    # points at 200 s alone, one of 2,000 s at 1,000 s; without the estimate the median is 200 s
+    works = [100.0, 200.0, 1000.0]
+    index = GittinsCost(likelihood=EstimateLikelihood())
+    view = _estimated(works, [2 * w for w in works], 400.0)
+    assert index.cost(view, 3) == pytest.approx(200.0)  # type: ignore[arg-type]
+    assert index.residual(view, 3) == pytest.approx(200.0)  # type: ignore[arg-type]
+    view = _estimated(works, [2 * w for w in works], 2000.0)
+    assert GittinsCost(likelihood=EstimateLikelihood()).residual(view, 3) == pytest.approx(1000.0)  # type: ignore[arg-type]
+    assert GittinsCost().residual(view, 3) == pytest.approx(200.0)  # type: ignore[arg-type]
+
+
+def test_gittins_est_reads_estimates_and_runs_at_that_level() -> None:
+    registry.check_information("gittins-est", "estimate")
+    with pytest.raises(ValueError):
+        registry.check_information("gittins-est", "none")
+    sets = {"information.level": "estimate", "workload.load": "4.0", "workload.synthetic.num_jobs": "80"}
+    result = scenarios.simulate(scenarios.get("default", sets), registry.make("gittins-est"), 0)
+    m = summarize(result)
+    assert m["jobs_unfinished"] == 0 and m["preemptions"] > 0
+    blind = summarize(scenarios.simulate(scenarios.get("default", sets), registry.make("gittins-eft"), 0))
+    assert m["avg_jct_s"] != blind["avg_jct_s"]
