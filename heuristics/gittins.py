@@ -174,18 +174,10 @@ def _per_gpu(tail: list[float], attained: float, weights: list[float] | None = N
     ``attained`` itself (at least 1 s) when none is longer."""
     if not tail:
         return max(attained, 1.0)
-    best = float("inf")
     if weights is None:
-        n, spent = len(tail), 0.0
-        for k, d in enumerate(tail, start=1):  # the quantum that ends at the k-th longer duration
-            q = d - attained
-            spent += q
-            per = (spent + (n - k) * q) / k
-            if per < best:
-                best = per
-        return best
-    total, done, spent = sum(weights), 0.0, 0.0
-    for d, w in zip(tail, weights, strict=True):
+        weights = [1.0] * len(tail)
+    total, done, spent, best = sum(weights), 0.0, 0.0, float("inf")
+    for d, w in zip(tail, weights, strict=True):  # the quantum that ends at each longer duration
         q = d - attained
         done += w
         spent += w * q
