@@ -61,15 +61,14 @@ class EstimateLikelihood:
     window: int = 200
     floor: float = 0.05
     _errors: deque[float] = field(init=False, repr=False)
-    _cursor: int = field(default=0, init=False, repr=False)
     _bias: float = field(default=0.0, init=False, repr=False)
     _spread: float = field(default=math.inf, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._errors = deque(maxlen=self.window)
 
-    def sync(self, view: ClusterView) -> None:
-        done, self._cursor = view.finished_since(self._cursor)
+    def learn(self, view: ClusterView, done: tuple[int, ...]) -> None:
+        """Take in the errors of the jobs ``done`` (finished since the last call)."""
         for job in done:
             estimate, work = view.job(job).duration, view.work_done(job)
             if estimate > 0.0 and work > 0.0:  # False for nan (information none)
@@ -116,6 +115,8 @@ class GittinsCost:
             self._history.add(view.work_done(job))
         if done:
             self._known.clear()
+            if self.likelihood is not None:
+                self.likelihood.learn(view, done)
 
     def _distribution(self, view: ClusterView, spec: JobSpec, attained: float) -> tuple[tuple[str, ...], list[float]]:
         """The group the job's distribution is read from (``()``: all jobs) and its durations, sorted."""
@@ -127,11 +128,8 @@ class GittinsCost:
                     return k, ranked
         return (), self._history.ranked
 
-    def _weights(self, view: ClusterView, spec: JobSpec, tail: list[float]) -> list[float] | None:
-        if self.likelihood is None:
-            return None
-        self.likelihood.sync(view)
-        return self.likelihood.weights(spec.duration, tail)
+    def _weights(self, spec: JobSpec, tail: list[float]) -> list[float] | None:
+        return None if self.likelihood is None else self.likelihood.weights(spec.duration, tail)
 
     def cost(self, view: ClusterView, job: int) -> float:
         spec, attained = view.job(job), view.work_done(job)
@@ -142,7 +140,7 @@ class GittinsCost:
         best = self._known.get(memo)
         if best is None:
             tail = durations[bisect.bisect_right(durations, attained) :]
-            best = self._known[memo] = _per_gpu(tail, attained, self._weights(view, spec, tail))
+            best = self._known[memo] = _per_gpu(tail, attained, self._weights(spec, tail))
         return best * spec.num_gpus
 
     def residual(self, view: ClusterView, job: int) -> float:
@@ -156,7 +154,7 @@ class GittinsCost:
         tail = durations[bisect.bisect_right(durations, attained) :]
         if not tail:
             return max(attained, 1.0)
-        weights = self._weights(view, spec, tail) or [1.0] * len(tail)
+        weights = self._weights(spec, tail) or [1.0] * len(tail)
         half, acc = sum(weights) / 2.0, 0.0
         for d, w in zip(tail, weights, strict=True):
             acc += w
