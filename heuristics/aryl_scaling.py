@@ -49,8 +49,9 @@ The number of servers behind an option, for ``view.rate`` (ours): the base's ser
 the base's servers otherwise.
 
 Implementation (speed only, the decisions are the ones above): a job's sizes and layout are kept
-between calls while its allocation stays the same tuples, and its verdict while its stamp does (the
-engine tells which stamps changed: ``ClusterView.watch_stamps``; the room and phase 2 share what
+between calls while its allocation stays the same tuples, and its verdict while its stamp and the
+placeability of its servers do (the engine tells which stamps changed: ``ClusterView.watch_stamps``,
+and a server that changes sides, which jobs it hosts: ``ClusterView.jobs_on``; the room and phase 2 share what
 they keep, and the flexible GPUs of the candidates per server with the verdicts, so the virtual map
 is the free GPUs plus those, with no walk over the jobs); each job's rates are kept in one store,
 and its other inputs in a row of its own, rewritten only where its candidate or projection changed,
@@ -179,7 +180,8 @@ def movable(view: ClusterView, with_flex: bool = False, memo: Movables | None = 
     with every base worker on a placeable server (a job whose base goes back is preempted).
     ``with_flex``: only those holding more than their minimum (a quick filter). ``memo``: what
     the caller keeps between calls (a speed-up: a job whose stamp did not change keeps its
-    verdict while the unplaceable servers stay the same; ``memo.held`` follows the verdicts)."""
+    verdict unless a server it holds GPUs on became placeable or unplaceable: the verdict reads
+    the unplaceable servers among the job's own only; ``memo.held`` follows the verdicts)."""
     verdicts = _refresh(view, with_flex, memo).verdicts
     return [c for c in map(verdicts.get, view.running) if c is not None]
 
@@ -192,8 +194,12 @@ def _refresh(view: ClusterView, with_flex: bool, memo: Movables | None) -> Movab
         memo = Movables(bad=unplaceable, bad_set=frozenset(unplaceable))
         memo.forget(view)
         fresh: Iterable[int] = running
-    elif memo.view is view and memo.bad == unplaceable and memo.with_flex == with_flex:
+    elif memo.view is view and memo.with_flex == with_flex:
         fresh = memo.changed  # (those that left running lose their verdict)
+        if memo.bad != unplaceable:  # and the jobs on a server that changed sides
+            turned = memo.bad_set.symmetric_difference(unplaceable)
+            fresh = fresh.union([j for s in turned for j, _ in view.jobs_on(s)])
+            memo.bad, memo.bad_set = unplaceable, frozenset(unplaceable)
     else:
         if memo.view is not view:
             memo.view, memo.changed = view, view.watch_stamps()

@@ -362,17 +362,17 @@ def test_a_job_whose_base_is_reclaimed_is_rebased_on_its_other_workers(tmp_path,
 
 # ----------------------------------------------------------------------------- speed-ups keep the answers
 def _fields(c):
-    return (c.job, c.gpu_type, c.base, c.base_servers, c.flex, c.flex_ok, c.cur, c.doomed, c.top, c.until)
+    return (c.job, c.gpu_type, c.base, c.base_servers, c.flex, c.flex_ok, c.cur, c.doomed, c.top, c.until, c.prog)
 
 
 @pytest.mark.parametrize("scenario", ["loaning", "default"])
 def test_movable_with_its_memo_answers_as_a_fresh_call_at_every_decision(scenario):
-    """movable() keeps each job's verdict while its stamp and the unplaceable servers hold: at
-    every phase-2 decision of a run with loans, reclaims and server failures, it returns what a
-    call with no memo returns."""
+    """movable() keeps each job's verdict while its stamp and the placeability of its servers
+    hold: at every phase-2 decision of a run with loans, reclaims and server failures, it returns
+    (and holds per server) what a call with no memo returns."""
     from envs.sim import scenarios
     from envs.sim.scenarios.base import simulate
-    from heuristics.aryl_scaling import Movables, movable
+    from heuristics.aryl_scaling import Movables, _refresh, movable
 
     seen = collections.Counter()
     memos = {False: Movables(), True: Movables()}
@@ -381,7 +381,9 @@ def test_movable_with_its_memo_answers_as_a_fresh_call_at_every_decision(scenari
         def scale(self, view):
             for with_flex, memo in memos.items():
                 want = [_fields(c) for c in movable(view, with_flex)]
+                fresh = _refresh(view, with_flex, None)
                 assert [_fields(c) for c in movable(view, with_flex, memo)] == want
+                assert (memo.held, memo.held_by) == (fresh.held, fresh.held_by)
                 seen["candidates"] += len(want)
                 seen["doomed"] += sum(f[7] for f in want)
             seen["unplaceable"] += bool(view.unplaceable_servers())
