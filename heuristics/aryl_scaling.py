@@ -655,13 +655,15 @@ class ArylScaling:
         values = self._values(len(group) * cap)
         sizes = np.empty(len(group), dtype=np.int64)
         out = np.empty(len(group), dtype=np.int64)
-        code = phase2_kernel(
+        code, m = phase2_kernel(
             *(rows, a.ints, a.floats, a.servers, project, self._store),
             *(free, fm.type_total(group[0].gpu_type), self.group_flex, view.now, self._churn, cap),
             *(workspace(len(group), cap), values, sizes, out),
         )
         refuse(code, values, sizes)
-        return _moving(group, out.tolist())
+        if not m:
+            return []
+        return [(group[k], w) for k, w in zip(sizes[:m].tolist(), out[:m].tolist(), strict=True)]
 
     def _values(self, n: int) -> np.ndarray:
         """A scratch block of at least ``n`` floats for the knapsack's values (reused)."""

@@ -252,7 +252,7 @@ INT_COLUMNS = SLOT, BASE, CUR, TOP, DOOMED = range(5)
 FLOAT_COLUMNS = WORK, DONE, SINCE, SPEED, UNTIL = range(5)
 
 
-@compiled_calling("_dp")
+@compiled_calling("_dp", "_changing")
 def phase2_kernel(
     rows: np.ndarray,
     ints: np.ndarray,
@@ -270,17 +270,20 @@ def phase2_kernel(
     values: np.ndarray,
     sizes: np.ndarray,
     out: np.ndarray,
-) -> int:
+) -> tuple[int, int]:
     """Phase 2 of one GPU type (``heuristics/aryl_scaling.py``): each job's options, their values
     (the knapsack's dense vectors, into ``values``: a scratch block of at least ``len(rows) x
-    capacity``), then the knapsack on them (:func:`_dp`: its return code; the chosen extra GPUs
-    per job in ``out``, 0 for none). Job k's inputs are in row ``r = rows[k]`` of the per-job
-    tables ``ints`` (columns :data:`INT_COLUMNS`: where its rates on base + 0, 1, ... workers
-    begin in ``rates``, its base GPUs, its current extra GPUs, the most extra GPUs it may get,
-    whether it is doomed), ``floats`` (:data:`FLOAT_COLUMNS`: its ``view.projection`` (work, done,
-    since, rate), or with ``project`` false its remaining work in the first column; its
-    ``until``) and ``servers`` (its base servers, then -1); ``sizes``, ``out`` and the values go
-    by k.
+    capacity``), the knapsack on them (:func:`_dp`), then the jobs whose flexible placement may
+    change: those whose chosen extra GPUs (0 for none) differ from their current ones, and the
+    doomed ones. Returns :func:`_dp`'s code and the number ``m`` of those jobs: the first ``m``
+    entries of ``out`` are their new extra GPUs and of ``sizes`` their k, in order (where the code
+    is not -1, ``m`` is 0 and ``sizes`` holds the sizes :func:`refuse` reads). Job k's inputs are in
+    row ``r = rows[k]`` of the per-job tables ``ints`` (columns :data:`INT_COLUMNS`: where its rates
+    on base + 0, 1, ... workers begin in ``rates``, its base GPUs, its current extra GPUs, the most
+    extra GPUs it may get, whether it is doomed), ``floats`` (:data:`FLOAT_COLUMNS`: its
+    ``view.projection`` (work, done, since, rate), or with ``project`` false its remaining work in
+    the first column; its ``until``) and ``servers`` (its base servers, then -1); ``sizes``, ``out``
+    and the values go by k until the last step.
 
     Job k's options are x = 1..``sizes[k]`` extra GPUs (written there; none if it is 0 or less):
     ``sizes[k] = min(top, capacity, room)`` where ``room`` is the type's ``total`` virtual free
@@ -316,7 +319,7 @@ def phase2_kernel(
     if not anything:
         for k in range(n):
             out[k] = 0
-        return -1
+        return -1, _changing(rows, ints, sizes, out)
     rb, rg, cf = churn[0], churn[1], churn[2]
     j = 0  # where job k's values start
     for k in range(n):
@@ -351,10 +354,27 @@ def phase2_kernel(
                 values[j] = ((t0 - rem / rates[i + x]) - p) - v0
                 j += 1
     code = _dp(np.zeros(n), values[:j], sizes, capacity, True, table, out)
+    if code != -1:
+        return code, 0
     for k in range(n):
         if out[k] < 0:
             out[k] = 0
-    return code  # type: ignore[no-any-return]
+    return code, _changing(rows, ints, sizes, out)
+
+
+@compiled
+def _changing(rows: np.ndarray, ints: np.ndarray, picks: np.ndarray, out: np.ndarray) -> int:
+    """:func:`phase2_kernel`'s last step: the jobs k whose new extra GPUs ``out[k]`` differ from
+    their current ones, or that are doomed (``ints`` of their ``rows``), in order: their k into
+    ``picks`` and their new extra GPUs into ``out``, from the start. Returns how many."""
+    m = 0
+    for k in range(rows.shape[0]):
+        r = rows[k]
+        if out[k] != ints[r, CUR] or ints[r, DOOMED]:
+            picks[m] = k
+            out[m] = out[k]
+            m += 1
+    return m
 
 
 """The DP kernel itself, for kernels that solve in the same call (``compiled_calling``): arguments

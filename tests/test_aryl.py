@@ -394,3 +394,61 @@ def test_movable_with_its_memo_answers_as_a_fresh_call_at_every_decision(scenari
     s = scenarios.get(scenario, {"workload.synthetic.num_jobs": "120", "sim.mtbf_h": "200"})
     simulate(s, policy, 0)
     assert seen["candidates"] > 100 and seen["unplaceable"] > 0 and seen["doomed"] > 0, seen
+
+
+def _phase2_by_hand(scaling, view, group, cap, fm):
+    """Phase 2 of one GPU type as the module docstring states it, in plain Python: each job's
+    options (up to its room), values ``(T(0) - T(x)) - pen(x)`` less those at x = 0, solved by
+    solve_mckp_dense; the jobs given another count than they hold, and the doomed ones."""
+    from heuristics.aryl_scaling import _moving
+    from heuristics.knapsack import solve_mckp_dense
+
+    cfg = scaling.config
+    size = fm.index.type_size[group[0].gpu_type]
+    values, sizes = [], []
+    for c, room in zip(group, scaling._rooms(group, fm), strict=True):
+        rates = scaling.rates(view, c, size)
+        rem = view.remaining_work(c.job)
+        left = view.restarting_until(c.job) - view.now
+        left = left if left > 0.0 else 0.0
+
+        def pen(x, c=c, left=left):
+            if c.doomed or x == c.cur:
+                return 0.0
+            a = cfg.restart_base_s + cfg.restart_per_gpu_s * (c.base + x) - left
+            return (a if a > 0.0 else 0.0) * cfg.churn_factor
+
+        t0 = rem / rates[0]
+        v0 = (t0 - t0) - pen(0)
+        top = min(c.top, cap, room)
+        sizes.append(max(top, 0))
+        values += [((t0 - rem / rates[x]) - pen(x)) - v0 for x in range(1, top + 1)]
+    picks = solve_mckp_dense(values, sizes, cap) if any(sizes) else [-1] * len(group)
+    return _moving(group, [p + 1 for p in picks])
+
+
+@pytest.mark.parametrize("level", ["clairvoyant", "estimate"])
+def test_phase2_kernel_answers_as_the_knapsack_by_hand_at_every_decision(level):
+    """The compiled phase 2 (values, knapsack, the jobs whose placement may change) gives, at
+    every phase-2 decision of a run with loans, reclaims and failures, the answer of the module
+    docstring's formula solved by solve_mckp_dense, bit for bit."""
+    from envs.sim import scenarios
+    from envs.sim.scenarios.base import simulate
+
+    seen = collections.Counter()
+
+    class Checking(ArylScaling):
+        def allocate(self, view, group, cap, fm):
+            got = super().allocate(view, group, cap, fm)
+            want = _phase2_by_hand(self, view, group, cap, fm)
+            assert [(c.job, w) for c, w in got] == [(c.job, w) for c, w in want]
+            seen["groups"] += 1
+            seen["moving"] += len(got)
+            return got
+
+    policy = make("aryl")
+    policy.scaling = Checking(ArylConfig(), policy.placement, policy.ordering)
+    sets = {"workload.synthetic.num_jobs": "120", "sim.mtbf_h": "200", "information.level": level}
+    s = scenarios.get("loaning", sets)
+    simulate(s, policy, 0)
+    assert seen["groups"] > 100 and seen["moving"] > 20, seen
