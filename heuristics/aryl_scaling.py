@@ -51,13 +51,15 @@ the base's servers otherwise.
 Implementation (speed only, the decisions are the ones above): a job's sizes and layout are kept
 between calls while its allocation stays the same tuples, and its verdict while its stamp and the
 placeability of its servers do (the engine tells which stamps changed: ``ClusterView.watch_stamps``,
-and a server that changes sides, which jobs it hosts: ``ClusterView.jobs_on``; the room and phase 2 share what
-they keep, and the flexible GPUs of the candidates per server with the verdicts, so the virtual map
-is the free GPUs plus those, with no walk over the jobs); each job's rates are kept in one store,
-and its other inputs in a row of its own, rewritten only where its candidate or projection changed,
-so a GPU type's group is only the list of its jobs' rows; the remaining works (from each job's
-``ClusterView.projection``, read when its stamp changes), the values (restart costs included) and
-the knapsack are one compiled call (:func:`~heuristics.knapsack.phase2_kernel`), with the same
+and a server that changes sides, which jobs it hosts: ``ClusterView.jobs_on``; the room and phase 2
+share what they keep, and the flexible GPUs of the candidates per server with the verdicts, so the
+virtual map is the free GPUs plus those, with no walk over the jobs; and the candidates per GPU
+type, in running order: a job keeps its place while it runs, one that entered running since, which
+the queue log tells, goes last); each job's rates are kept in one store, and its other inputs in a
+row of its own, rewritten only where its candidate or projection changed, so a GPU type's group is
+only the list of its jobs' rows; the remaining works (from each job's ``ClusterView.projection``,
+read when its stamp changes), the values (restart costs included), the knapsack and the jobs it
+changes are one compiled call (:func:`~heuristics.knapsack.phase2_kernel`), with the same
 floating-point operations as ``remaining_work`` and the formula above; placement touches the virtual
 map only if some job wants more than it keeps; the room component first replays its plan on the free
 totals (a placement succeeds exactly when they hold the demand) and builds its maps only if a job
@@ -74,6 +76,7 @@ what AFS plans; Aryl's phase 2 then keeps to its own range (``ArylConfig.max_rat
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 import operator
 from collections.abc import Iterable, Iterator
@@ -152,6 +155,11 @@ class Movables:
     bad_set: frozenset[int] = frozenset()  # the same, as a set
     with_flex: bool | None = None
     max_ratio: float = 0.0  # ArylConfig.max_ratio: the most GPUs of an elastic job, per GPU it asks (0: its max)
+    # the candidates per GPU type, by job, in the view's running order (as the verdicts change, a
+    # job keeps its place while it stays running; one that entered running since goes last)
+    groups: dict[str, dict[int, _Cand]] = field(default_factory=dict)
+    running: set[int] = field(default_factory=set)  # the running jobs then
+    cursor: int = 0  # where the view's queue log was read up to then (view.entered_since)
 
     def max_gpus(self, num_gpus: int, min_gpus: int, max_gpus: int) -> int:
         """The most GPUs phase 2 gives an elastic job: its ``max_gpus``, or fewer under
@@ -208,6 +216,10 @@ def _refresh(view: ClusterView, with_flex: bool, memo: Movables | None) -> Movab
         memo.bad, memo.bad_set, memo.with_flex = unplaceable, frozenset(unplaceable), with_flex
     layouts, verdicts, bad = memo.layouts, memo.verdicts, memo.bad_set
     held, held_by, keys = memo.held, memo.held_by, memo.keys
+    regroup = fresh is running  # (then the groups are made anew below)
+    requeued, memo.cursor = view.entered_since(memo.cursor)  # (a job in it left running if it ran)
+    was, groups = memo.running, memo.groups
+    entrants: set[int] = set()  # the fresh jobs that entered running since the last call
     for job in fresh:  # (each verdict is the job's own: the order does not matter)
         old = verdicts.pop(job, None)
         if old is not None:
@@ -215,6 +227,10 @@ def _refresh(view: ClusterView, with_flex: bool, memo: Movables | None) -> Movab
                 held[s] -= n
                 held_by[keys[s]] -= n
         if job not in running:
+            if not regroup:
+                was.discard(job)
+                if old is not None:
+                    del groups[old.gpu_type][job]
             continue
         lay = layouts.get(job)
         if lay is None:
@@ -230,7 +246,34 @@ def _refresh(view: ClusterView, with_flex: bool, memo: Movables | None) -> Movab
             for s, n in c.flex_ok:
                 held[s] += n
                 held_by[keys[s]] += n
+        if regroup:
+            continue
+        if job not in was or job in requeued:  # it goes last (below)
+            entrants.add(job)
+            was.add(job)
+            if old is not None:
+                del groups[old.gpu_type][job]
+        elif old is not None and c is not None and c.gpu_type == old.gpu_type:
+            groups[c.gpu_type][job] = c  # (its place stays)
+        elif old is not None:
+            del groups[old.gpu_type][job]
+            regroup = c is not None  # (it goes to another type's group, somewhere in the middle)
+        else:
+            regroup = c is not None  # (it joins its group somewhere in the middle)
     memo.changed.clear()
+    if entrants and not regroup:  # the last ones in running (those after one entered after it)
+        # (view.running is a dict's keys, reversible, though typed as any KeysView)
+        tail = list(itertools.islice(reversed(running), len(entrants)))  # type: ignore[call-overload]
+        regroup = not entrants.issuperset(tail)
+        for job in reversed(tail) if not regroup else ():
+            c = verdicts.get(job)
+            if c is not None:
+                groups.setdefault(c.gpu_type, {})[job] = c
+    if regroup:
+        memo.groups, memo.running = {}, set(running)
+        for c in map(verdicts.get, running):
+            if c is not None:
+                memo.groups.setdefault(c.gpu_type, {})[c.job] = c
     return memo
 
 
@@ -576,9 +619,8 @@ class ArylScaling:
     # ------------------------------------------------------------------ the plan
     def scale(self, view: ClusterView) -> Iterator[Action]:
         index = self.placement.index(view)
-        cands: dict[str, list[_Cand]] = {}
-        for c in movable(view, False, self.memo):  # grouped by type
-            cands.setdefault(c.gpu_type, []).append(c)
+        # movable(view)'s candidates, grouped by type (in its order)
+        cands = {t: list(g.values()) for t, g in _refresh(view, False, self.memo).groups.items() if g}
         fm = self.memo.virtual(index, view)  # their flexible GPUs given back
         if len(self._rows.of) > 4 * sum(map(len, cands.values())) + 1024:  # forget the jobs that left
             self._rows = _Rows()

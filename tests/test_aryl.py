@@ -369,7 +369,7 @@ def _fields(c):
 def test_movable_with_its_memo_answers_as_a_fresh_call_at_every_decision(scenario):
     """movable() keeps each job's verdict while its stamp and the placeability of its servers
     hold: at every phase-2 decision of a run with loans, reclaims and server failures, it returns
-    (and holds per server) what a call with no memo returns."""
+    (holds per server, and groups by type) what a call with no memo returns."""
     from envs.sim import scenarios
     from envs.sim.scenarios.base import simulate
     from heuristics.aryl_scaling import Movables, _refresh, movable
@@ -384,6 +384,10 @@ def test_movable_with_its_memo_answers_as_a_fresh_call_at_every_decision(scenari
                 fresh = _refresh(view, with_flex, None)
                 assert [_fields(c) for c in movable(view, with_flex, memo)] == want
                 assert (memo.held, memo.held_by) == (fresh.held, fresh.held_by)
+                by_type = collections.defaultdict(list)
+                for f in want:
+                    by_type[f[1]].append(f[0])
+                assert {t: list(g) for t, g in memo.groups.items() if g} == by_type
                 seen["candidates"] += len(want)
                 seen["doomed"] += sum(f[7] for f in want)
             seen["unplaceable"] += bool(view.unplaceable_servers())
