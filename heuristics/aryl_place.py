@@ -19,7 +19,6 @@ without a preemption.
 
 from __future__ import annotations
 
-import math
 import operator
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -68,18 +67,27 @@ def fit_lists(ids: Sequence[int], free: Sequence[int], size: int, need: int) -> 
 
 def _spread(ids: Sequence[int], free: Sequence[int], need: int) -> Alloc:
     """Most free first (lowest id among equals); the last server is the tightest that holds the
-    remainder. The caller checked that the free GPUs add up to ``need``."""
-    order = sorted(range(len(ids)), key=free.__getitem__, reverse=True)  # (a stable sort: ids ascending among equals)
+    remainder. The caller checked that the free GPUs add up to ``need``.
+
+    The servers are walked by free GPUs, from the most down, each level's in id order (``count``
+    and ``index`` find them, so only the servers taken cost a step); the tightest server that
+    holds the remainder is one of a lower level than the one being walked (none of which is taken:
+    the lowest id of the lowest level that holds it), or else the one being walked."""
     out: list[tuple[int, int]] = []
     left = need
-    for pos, i in enumerate(order):
-        f = free[i]
-        if f >= left:
-            j = min(order[pos:], key=lambda k: free[k] if free[k] >= left else math.inf)
-            out.append((ids[j], left))
-            return tuple(out)
-        out.append((ids[i], f))
-        left -= f
+    for f in range(max(free), 0, -1):
+        i = -1
+        for _ in range(free.count(f)):
+            i = free.index(f, i + 1)
+            if f >= left:
+                for g in range(left, f):
+                    if g in free:
+                        i = free.index(g)
+                        break
+                out.append((ids[i], left))
+                return tuple(out)
+            out.append((ids[i], f))
+            left -= f
     raise AssertionError("best_fit checked the total")
 
 

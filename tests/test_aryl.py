@@ -456,3 +456,33 @@ def test_phase2_kernel_answers_as_the_knapsack_by_hand_at_every_decision(level):
     s = scenarios.get("loaning", sets)
     simulate(s, policy, 0)
     assert seen["groups"] > 100 and seen["moving"] > 20, seen
+
+
+def _spread_by_sorting(ids, free, need):
+    """The spread of best_fit as first written: every server sorted by free GPUs (most first, ids
+    ascending among equals), whole servers until one holds the rest, then the tightest of those
+    left that does."""
+    order = sorted(range(len(ids)), key=free.__getitem__, reverse=True)
+    out, left = [], need
+    for pos, i in enumerate(order):
+        if free[i] >= left:
+            j = min(order[pos:], key=lambda k: free[k] if free[k] >= left else float("inf"))
+            return (*out, (ids[j], left))
+        out.append((ids[i], free[i]))
+        left -= free[i]
+    raise AssertionError
+
+
+def test_spread_walks_the_servers_as_a_sort_by_free_gpus_would():
+    from heuristics.aryl_place import _spread
+
+    rng = np.random.default_rng(0)
+    for _ in range(3000):
+        n = int(rng.integers(1, 40))
+        free = [int(f) for f in rng.integers(0, 9, n) * (rng.random(n) < 0.7)]
+        ids = sorted(int(i) for i in rng.choice(200, n, replace=False))
+        if not sum(free):
+            continue
+        need = int(rng.integers(1, sum(free) + 1))
+        for f in (free, tuple(free)):
+            assert _spread(ids, f, need) == _spread_by_sorting(ids, free, need), (ids, free, need)
