@@ -630,11 +630,14 @@ class ArylScaling:
             if head is not None:
                 blocked = {t for t, _ in self.placement.keys(view, view.job(head))}
         moving: list[tuple[_Cand, int]] = []
+        free: np.ndarray | None = None  # fm.free as an array, made once for every group
         for t, group in cands.items():
             cap = fm.type_total(t)
             if t in blocked:
                 cap = min(cap, sum(c.cur for c in group))
-            moving += self.allocate(view, group, cap, fm)
+            if cap and free is None:
+                free = np.array(fm.free, dtype=np.int64)
+            moving += self.allocate(view, group, cap, fm, free)
         yield from self._emit(view, self._place(view, moving, index))
 
     # ------------------------------------------------------------------ phase 2 proper
@@ -673,10 +676,13 @@ class ArylScaling:
             r.append(view.rate(c.job, c.base + x, self._servers(c, x, size), c.gpu_type))
         return r
 
-    def allocate(self, view: ClusterView, group: list[_Cand], cap: int, fm: FreeMap) -> list[tuple[_Cand, int]]:
+    def allocate(
+        self, view: ClusterView, group: list[_Cand], cap: int, fm: FreeMap, free: np.ndarray | None = None
+    ) -> list[tuple[_Cand, int]]:
         """The extra GPUs of the jobs of one GPU type, by the knapsack on the module docstring's
         values (:func:`~heuristics.knapsack.phase2_kernel`), for the jobs whose flexible
-        placement may change: those given another count than they hold, and the doomed ones."""
+        placement may change: those given another count than they hold, and the doomed ones.
+        ``free``: ``fm.free`` as an int64 array, if the caller has made one (else made here)."""
         if cap == 0:  # every option above 0 weighs more than the capacity (the kernel's answer, cheaper)
             return _moving(group, [0] * len(group))
         a = self._rows
@@ -693,7 +699,8 @@ class ArylScaling:
         project = view.information == "clairvoyant"
         if not project:
             a.remaining(rows, view.remaining_works([c.job for c in group]), group)
-        free = np.array(fm.free, dtype=np.int64)
+        if free is None:
+            free = np.array(fm.free, dtype=np.int64)
         values = self._values(len(group) * cap)
         sizes = np.empty(len(group), dtype=np.int64)
         out = np.empty(len(group), dtype=np.int64)
@@ -827,7 +834,9 @@ class AfsScaling(ArylScaling):
     ``max_gpus`` is the whole pool get all AFS plans (as in Aryl's comparison, where AFS "shows a
     higher resource usage")."""
 
-    def allocate(self, view: ClusterView, group: list[_Cand], cap: int, fm: FreeMap) -> list[tuple[_Cand, int]]:
+    def allocate(
+        self, view: ClusterView, group: list[_Cand], cap: int, fm: FreeMap, free: np.ndarray | None = None
+    ) -> list[tuple[_Cand, int]]:
         gpu_type = group[0].gpu_type
         size = fm.index.type_size[gpu_type]
         heap: list[tuple[float, int, int]] = []  # (-marginal gain, job, i): the next GPU of each job
