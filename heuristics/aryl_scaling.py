@@ -158,6 +158,8 @@ class Movables:
     # the candidates per GPU type, by job, in the view's running order (as the verdicts change, a
     # job keeps its place while it stays running; one that entered running since goes last)
     groups: dict[str, dict[int, _Cand]] = field(default_factory=dict)
+    reorders: int = 0  # bumped whenever a group gains or loses a job or is made anew (not when a
+    # job's new candidate takes its old one's place)
     running: set[int] = field(default_factory=set)  # the running jobs then
     cursor: int = 0  # where the view's queue log was read up to then (view.entered_since)
 
@@ -231,6 +233,7 @@ def _refresh(view: ClusterView, with_flex: bool, memo: Movables | None) -> Movab
                 was.discard(job)
                 if old is not None:
                     del groups[old.gpu_type][job]
+                    memo.reorders += 1
             continue
         lay = layouts.get(job)
         if lay is None:
@@ -253,10 +256,12 @@ def _refresh(view: ClusterView, with_flex: bool, memo: Movables | None) -> Movab
             was.add(job)
             if old is not None:
                 del groups[old.gpu_type][job]
+                memo.reorders += 1
         elif old is not None and c is not None and c.gpu_type == old.gpu_type:
             groups[c.gpu_type][job] = c  # (its place stays)
         elif old is not None:
             del groups[old.gpu_type][job]
+            memo.reorders += 1
             regroup = c is not None  # (it goes to another type's group, somewhere in the middle)
         else:
             regroup = c is not None  # (it joins its group somewhere in the middle)
@@ -269,8 +274,10 @@ def _refresh(view: ClusterView, with_flex: bool, memo: Movables | None) -> Movab
             c = verdicts.get(job)
             if c is not None:
                 groups.setdefault(c.gpu_type, {})[job] = c
+                memo.reorders += 1
     if regroup:
         memo.groups, memo.running = {}, set(running)
+        memo.reorders += 1
         for c in map(verdicts.get, running):
             if c is not None:
                 memo.groups.setdefault(c.gpu_type, {})[c.job] = c
@@ -610,6 +617,10 @@ class ArylScaling:
     _rows: _Rows = field(default_factory=_Rows, init=False, repr=False)
     _scratch: np.ndarray = field(default_factory=lambda: np.empty(1024), init=False, repr=False)
     _churn: np.ndarray = field(init=False, repr=False)
+    # per GPU type, the rows of its group as of (memo, memo.reorders, _rows): kept while the same
+    _group_rows: dict[str, tuple[Movables, int, _Rows, np.ndarray]] = field(
+        default_factory=dict, init=False, repr=False
+    )
 
     def __post_init__(self) -> None:
         cfg = self.config
@@ -637,7 +648,7 @@ class ArylScaling:
                 cap = min(cap, sum(c.cur for c in group))
             if cap and free is None:
                 free = np.array(fm.free, dtype=np.int64)
-            moving += self.allocate(view, group, cap, fm, free)
+            moving += self.allocate(view, group, cap, fm, free, self.memo.reorders)
         yield from self._emit(view, self._place(view, moving, index))
 
     # ------------------------------------------------------------------ phase 2 proper
@@ -677,12 +688,20 @@ class ArylScaling:
         return r
 
     def allocate(
-        self, view: ClusterView, group: list[_Cand], cap: int, fm: FreeMap, free: np.ndarray | None = None
+        self,
+        view: ClusterView,
+        group: list[_Cand],
+        cap: int,
+        fm: FreeMap,
+        free: np.ndarray | None = None,
+        reorders: int | None = None,
     ) -> list[tuple[_Cand, int]]:
         """The extra GPUs of the jobs of one GPU type, by the knapsack on the module docstring's
         values (:func:`~heuristics.knapsack.phase2_kernel`), for the jobs whose flexible
         placement may change: those given another count than they hold, and the doomed ones.
-        ``free``: ``fm.free`` as an int64 array, if the caller has made one (else made here)."""
+        ``free``: ``fm.free`` as an int64 array, if the caller has made one (else made here).
+        ``reorders``: ``self.memo.reorders``, if ``group`` is the memo's group of its type, in
+        order (then its rows array is kept while that stays the same)."""
         if cap == 0:  # every option above 0 weighs more than the capacity (the kernel's answer, cheaper)
             return _moving(group, [0] * len(group))
         a = self._rows
@@ -693,7 +712,14 @@ class ArylScaling:
                 if c.slot < 0:
                     c.slot = self._slot(view, c, size)
                 a.write(c)
-        rows = np.array([c.row for c in group], dtype=np.int64)
+        t = group[0].gpu_type
+        kept = self._group_rows.get(t)
+        if reorders is not None and kept is not None and kept[1] == reorders and kept[0] is self.memo and kept[2] is a:
+            rows = kept[3]
+        else:
+            rows = np.array([c.row for c in group], dtype=np.int64)
+            if reorders is not None:
+                self._group_rows[t] = (self.memo, reorders, a, rows)
         # with projections (clairvoyant: every candidate, running, has one) the kernel computes
         # the remaining works
         project = view.information == "clairvoyant"
@@ -835,7 +861,13 @@ class AfsScaling(ArylScaling):
     higher resource usage")."""
 
     def allocate(
-        self, view: ClusterView, group: list[_Cand], cap: int, fm: FreeMap, free: np.ndarray | None = None
+        self,
+        view: ClusterView,
+        group: list[_Cand],
+        cap: int,
+        fm: FreeMap,
+        free: np.ndarray | None = None,
+        reorders: int | None = None,
     ) -> list[tuple[_Cand, int]]:
         gpu_type = group[0].gpu_type
         size = fm.index.type_size[gpu_type]

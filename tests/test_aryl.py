@@ -442,8 +442,8 @@ def test_phase2_kernel_answers_as_the_knapsack_by_hand_at_every_decision(level):
     seen = collections.Counter()
 
     class Checking(ArylScaling):
-        def allocate(self, view, group, cap, fm, free=None):
-            got = super().allocate(view, group, cap, fm, free)
+        def allocate(self, view, group, cap, fm, free=None, reorders=None):
+            got = super().allocate(view, group, cap, fm, free, reorders)
             want = _phase2_by_hand(self, view, group, cap, fm)
             assert [(c.job, w) for c, w in got] == [(c.job, w) for c, w in want]
             seen["groups"] += 1
