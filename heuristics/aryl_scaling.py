@@ -512,13 +512,21 @@ class _Fitter:
     def scale_ins(self) -> Iterator[Action]:
         if not self.displaced:
             return
-        # the movable jobs with flexible workers on placeable servers, in the view's running order
-        cands = [c for c in movable(self.view, False, self.memo) if c.cur]
+        # the movable jobs with flexible workers on placeable servers, among those on the
+        # displaced servers (the verdicts, brought up to date, follow the jobs' allocations)
+        view, displaced = self.view, self.displaced
+        verdicts = _refresh(view, False, self.memo).verdicts
         held: dict[int, dict[int, int]] = {}  # server -> job -> flexible GPUs there
-        for c in cands:
-            for s, n in c.flex_ok:
-                if s in self.displaced:
-                    held.setdefault(s, {})[c.job] = n
+        seen: set[int] = set()
+        for d in displaced:
+            for job, _ in view.jobs_on(d):
+                c = verdicts.get(job)
+                if c is None or not c.cur or job in seen:
+                    continue
+                seen.add(job)
+                for s, n in c.flex_ok:
+                    if s in displaced:
+                        held.setdefault(s, {})[job] = n
         cut: dict[int, dict[int, int]] = {}  # job -> server -> GPUs to give up
         for s, n in sorted(self.displaced.items()):
             for job, has in sorted(held[s].items(), key=lambda jh: (-jh[1], jh[0])):
@@ -527,10 +535,10 @@ class _Fitter:
                 n -= m
                 if n == 0:
                     break
-        for c in cands:
-            if c.job in cut:
-                gone = cut[c.job]
-                yield Scale(c.job, tuple((s, n - gone.get(s, 0)) for s, n in c.flex if n > gone.get(s, 0)))
+        for job in view.running if len(cut) > 1 else cut:  # in the view's running order
+            if job in cut:
+                gone, c = cut[job], verdicts[job]
+                yield Scale(job, tuple((s, n - gone.get(s, 0)) for s, n in c.flex if n > gone.get(s, 0)))
 
 
 class _Rows:
