@@ -161,6 +161,9 @@ class Movables:
     reorders: int = 0  # bumped whenever a group gains or loses a job or is made anew (not when a
     # job's new candidate takes its old one's place)
     running: set[int] = field(default_factory=set)  # the running jobs then
+    # the GPU types whose group has a candidate made since phase 2 last wrote that group's rows
+    # (ArylScaling.allocate: the others have every candidate written)
+    unwritten: set[str] = field(default_factory=set)
     cursor: int = 0  # where the view's queue log was read up to then (view.entered_since)
 
     def max_gpus(self, num_gpus: int, min_gpus: int, max_gpus: int) -> int:
@@ -245,6 +248,7 @@ def _refresh(view: ClusterView, with_flex: bool, memo: Movables | None) -> Movab
             c.until = view.restarting_until(job)
             c.prog = view.projection(job)
             c.written = None
+            memo.unwritten.add(c.gpu_type)
             verdicts[job] = c
             for s, n in c.flex_ok:
                 held[s] += n
@@ -643,6 +647,7 @@ class ArylScaling:
         fm = self.memo.virtual(index, view)  # their flexible GPUs given back
         if len(self._rows.of) > 4 * sum(map(len, cands.values())) + 1024:  # forget the jobs that left
             self._rows = _Rows()
+            self.memo.unwritten.update(cands)
         blocked: set[str] = set()
         if self.ordering is not None:  # an aged job still waiting: phase 1 is blocked
             head = self.ordering.oldest_aged(view)
@@ -650,13 +655,17 @@ class ArylScaling:
                 blocked = {t for t, _ in self.placement.keys(view, view.job(head))}
         moving: list[tuple[_Cand, int]] = []
         free: np.ndarray | None = None  # fm.free as an array, made once for every group
+        totals = dict.fromkeys(cands, 0)  # fm.type_total of each type (fm does not change here)
+        for (t, _), n in fm.totals.items():
+            if t in totals:
+                totals[t] += n
         for t, group in cands.items():
-            cap = fm.type_total(t)
+            cap = totals[t]
             if t in blocked:
                 cap = min(cap, sum(c.cur for c in group))
             if cap and free is None:
                 free = np.array(fm.free, dtype=np.int64)
-            moving += self.allocate(view, group, cap, fm, free, self.memo.reorders)
+            moving += self.allocate(view, group, cap, fm, free, self.memo.reorders, totals[t])
         yield from self._emit(view, self._place(view, moving, index))
 
     # ------------------------------------------------------------------ phase 2 proper
@@ -703,24 +712,30 @@ class ArylScaling:
         fm: FreeMap,
         free: np.ndarray | None = None,
         reorders: int | None = None,
+        total: int | None = None,
     ) -> list[tuple[_Cand, int]]:
         """The extra GPUs of the jobs of one GPU type, by the knapsack on the module docstring's
         values (:func:`~heuristics.knapsack.phase2_kernel`), for the jobs whose flexible
         placement may change: those given another count than they hold, and the doomed ones.
         ``free``: ``fm.free`` as an int64 array, if the caller has made one (else made here).
         ``reorders``: ``self.memo.reorders``, if ``group`` is the memo's group of its type, in
-        order (then its rows array is kept while that stays the same)."""
+        order (then its rows array is kept while that stays the same, and its candidates are read
+        for writing only while the type is in ``memo.unwritten``). ``total``: ``fm.type_total`` of
+        the type, if the caller has it."""
         if cap == 0:  # every option above 0 weighs more than the capacity (the kernel's answer, cheaper)
             return _moving(group, [0] * len(group))
         a = self._rows
-        stale = [c for c in group if c.written is not a]
-        if stale:
-            size = fm.index.type_size[group[0].gpu_type]
-            for c in stale:
-                if c.slot < 0:
-                    c.slot = self._slot(view, c, size)
-                a.write(c)
         t = group[0].gpu_type
+        if reorders is None or t in self.memo.unwritten:
+            stale = [c for c in group if c.written is not a]
+            if stale:
+                size = fm.index.type_size[t]
+                for c in stale:
+                    if c.slot < 0:
+                        c.slot = self._slot(view, c, size)
+                    a.write(c)
+            if reorders is not None:
+                self.memo.unwritten.discard(t)
         kept = self._group_rows.get(t)
         if reorders is not None and kept is not None and kept[1] == reorders and kept[0] is self.memo and kept[2] is a:
             rows = kept[3]
@@ -740,7 +755,7 @@ class ArylScaling:
         out = np.empty(len(group), dtype=np.int64)
         code, m = phase2_kernel(
             *(rows, a.ints, a.floats, a.servers, project, self._store),
-            *(free, fm.type_total(group[0].gpu_type), self.group_flex, view.now, self._churn, cap),
+            *(free, fm.type_total(t) if total is None else total, self.group_flex, view.now, self._churn, cap),
             *(workspace(len(group), cap), values, sizes, out),
         )
         refuse(code, values, sizes)
@@ -876,6 +891,7 @@ class AfsScaling(ArylScaling):
         fm: FreeMap,
         free: np.ndarray | None = None,
         reorders: int | None = None,
+        total: int | None = None,
     ) -> list[tuple[_Cand, int]]:
         gpu_type = group[0].gpu_type
         size = fm.index.type_size[gpu_type]
