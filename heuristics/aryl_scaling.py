@@ -884,15 +884,9 @@ class AfsScaling(ArylScaling):
     higher resource usage")."""
 
     def allocate(
-        self,
-        view: ClusterView,
-        group: list[_Cand],
-        cap: int,
-        fm: FreeMap,
-        free: np.ndarray | None = None,
-        reorders: int | None = None,
-        total: int | None = None,
+        self, view: ClusterView, group: list[_Cand], cap: int, fm: FreeMap, *_: object
     ) -> list[tuple[_Cand, int]]:
+        # (what ArylScaling.allocate's further arguments save the knapsack, the greedy does not read)
         gpu_type = group[0].gpu_type
         size = fm.index.type_size[gpu_type]
         heap: list[tuple[float, int, int]] = []  # (-marginal gain, job, i): the next GPU of each job
