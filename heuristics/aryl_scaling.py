@@ -629,10 +629,8 @@ class ArylScaling:
     _rows: _Rows = field(default_factory=_Rows, init=False, repr=False)
     _scratch: np.ndarray = field(default_factory=lambda: np.empty(1024), init=False, repr=False)
     _churn: np.ndarray = field(init=False, repr=False)
-    # per GPU type, the rows of its group as of (memo, memo.reorders, _rows): kept while the same
-    _group_rows: dict[str, tuple[Movables, int, _Rows, np.ndarray]] = field(
-        default_factory=dict, init=False, repr=False
-    )
+    # per GPU type, the rows of its group as of (memo.reorders, _rows): kept while the same
+    _group_rows: dict[str, tuple[int, _Rows, np.ndarray]] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         cfg = self.config
@@ -655,17 +653,15 @@ class ArylScaling:
                 blocked = {t for t, _ in self.placement.keys(view, view.job(head))}
         moving: list[tuple[_Cand, int]] = []
         free: np.ndarray | None = None  # fm.free as an array, made once for every group
-        totals = dict.fromkeys(cands, 0)  # fm.type_total of each type (fm does not change here)
-        for (t, _), n in fm.totals.items():
-            if t in totals:
-                totals[t] += n
         for t, group in cands.items():
-            cap = totals[t]
-            if t in blocked:
-                cap = min(cap, sum(c.cur for c in group))
-            if cap and free is None:
+            total = fm.type_total(t)
+            cap = min(total, sum(c.cur for c in group)) if t in blocked else total
+            if cap == 0:  # every option above 0 weighs more than the capacity (the kernel's answer, cheaper)
+                moving += _moving(group, [0] * len(group))
+                continue
+            if free is None:
                 free = np.array(fm.free, dtype=np.int64)
-            moving += self.allocate(view, group, cap, fm, free, self.memo.reorders, totals[t])
+            moving += self.allocate(view, group, cap, fm, free, total)
         yield from self._emit(view, self._place(view, moving, index))
 
     # ------------------------------------------------------------------ phase 2 proper
@@ -705,28 +701,18 @@ class ArylScaling:
         return r
 
     def allocate(
-        self,
-        view: ClusterView,
-        group: list[_Cand],
-        cap: int,
-        fm: FreeMap,
-        free: np.ndarray | None = None,
-        reorders: int | None = None,
-        total: int | None = None,
+        self, view: ClusterView, group: list[_Cand], cap: int, fm: FreeMap, free: np.ndarray, total: int
     ) -> list[tuple[_Cand, int]]:
-        """The extra GPUs of the jobs of one GPU type, by the knapsack on the module docstring's
-        values (:func:`~heuristics.knapsack.phase2_kernel`), for the jobs whose flexible
-        placement may change: those given another count than they hold, and the doomed ones.
-        ``free``: ``fm.free`` as an int64 array, if the caller has made one (else made here).
-        ``reorders``: ``self.memo.reorders``, if ``group`` is the memo's group of its type, in
-        order (then its rows array is kept while that stays the same, and its candidates are read
-        for writing only while the type is in ``memo.unwritten``). ``total``: ``fm.type_total`` of
-        the type, if the caller has it."""
-        if cap == 0:  # every option above 0 weighs more than the capacity (the kernel's answer, cheaper)
-            return _moving(group, [0] * len(group))
+        """The extra GPUs of the memo's group of one GPU type (in its order), by the knapsack on
+        the module docstring's values (:func:`~heuristics.knapsack.phase2_kernel`), for the jobs
+        whose flexible placement may change: those given another count than they hold, and the
+        doomed ones. ``cap``: at least 1. ``free``: ``fm.free`` as an int64 array; ``total``:
+        ``fm.type_total`` of the type. The group's rows array is kept while ``memo.reorders``
+        stays the same, and its candidates are read for writing only while the type is in
+        ``memo.unwritten``."""
         a = self._rows
         t = group[0].gpu_type
-        if reorders is None or t in self.memo.unwritten:
+        if t in self.memo.unwritten:
             stale = [c for c in group if c.written is not a]
             if stale:
                 size = fm.index.type_size[t]
@@ -734,28 +720,24 @@ class ArylScaling:
                     if c.slot < 0:
                         c.slot = self._slot(view, c, size)
                     a.write(c)
-            if reorders is not None:
-                self.memo.unwritten.discard(t)
+            self.memo.unwritten.discard(t)
         kept = self._group_rows.get(t)
-        if reorders is not None and kept is not None and kept[1] == reorders and kept[0] is self.memo and kept[2] is a:
-            rows = kept[3]
+        if kept is not None and kept[0] == self.memo.reorders and kept[1] is a:
+            rows = kept[2]
         else:
             rows = np.array([c.row for c in group], dtype=np.int64)
-            if reorders is not None:
-                self._group_rows[t] = (self.memo, reorders, a, rows)
+            self._group_rows[t] = (self.memo.reorders, a, rows)
         # with projections (clairvoyant: every candidate, running, has one) the kernel computes
         # the remaining works
         project = view.information == "clairvoyant"
         if not project:
             a.remaining(rows, view.remaining_works([c.job for c in group]), group)
-        if free is None:
-            free = np.array(fm.free, dtype=np.int64)
         values = self._values(len(group) * cap)
         sizes = np.empty(len(group), dtype=np.int64)
         out = np.empty(len(group), dtype=np.int64)
         code, m = phase2_kernel(
             *(rows, a.ints, a.floats, a.servers, project, self._store),
-            *(free, fm.type_total(t) if total is None else total, self.group_flex, view.now, self._churn, cap),
+            *(free, total, self.group_flex, view.now, self._churn, cap),
             *(workspace(len(group), cap), values, sizes, out),
         )
         refuse(code, values, sizes)
