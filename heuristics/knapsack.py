@@ -14,9 +14,10 @@ group's option vector. The options of a group become a dense vector over weights
 (``-inf`` where no option has that weight; weight 0 also holds "take nothing", value 0), so
 ``best_{g+1}[c] = max_w best_g[c - w] + dense_g[w]`` (terms with ``c - w < 0`` left out):
 O(groups x options x capacity) in total. Two exact bounds shrink the work: after ``g`` groups
-nothing heavier than the sum of their largest weights is reachable (``best`` is flat beyond it,
-and so only copied), and capacities below ``capacity`` minus the largest weights still to come can
-never lead to the answer (they are set to ``-inf``, and never read). When the capacity does not
+nothing heavier than the sum of their largest weights is reachable (``best`` is flat beyond it:
+a row is written only as far as the next group reads it, and the walk-back reads the flat part at
+its start), and capacities below ``capacity`` minus the largest weights still to come can never
+lead to the answer (they are left unwritten, and never read). When the capacity does not
 bind (the ``W_g`` add up to at most ``capacity``) the second bound leaves one entry per group to
 compute. The table of every ``best_g`` is kept; the choices are read back from the last group to
 the first. Float64 throughout: the comparisons must be exact.
@@ -166,7 +167,8 @@ def _dp(
     out: np.ndarray,
 ) -> int:
     """The recurrence and the walk-back (module docstring) for :func:`_solve`'s groups; row ``g``
-    of the DP table is ``table[g * (capacity + 1):][: capacity + 1]``; ``out[g]``: the chosen
+    of the DP table is ``table[g * (capacity + 1):][: capacity + 1]`` (written only where it is
+    read: flat beyond ``reaches[g]``); ``out[g]``: the chosen
     weight (-1 = none). Returns -1, or -2 if the sizes do not add up to ``vals``, or the index of
     the first non-finite entry of ``vals`` when ``check`` (then nothing is solved)."""
     n = sizes.shape[0]
@@ -184,55 +186,60 @@ def _dp(
         for i in range(k):
             if not np.isfinite(vals[i]):
                 return i
-    for c in range(width):
+    reaches = np.empty(n + 1, dtype=np.int64)  # per row g: best_g is flat beyond reaches[g]
+    reach = 0
+    top = min(sizes[0], capacity) if n else 0  # group g's largest weight
+    for c in range(top + 1):  # (each row is written up to where the next group reads it)
         table[c] = 0.0
-    reach = 0  # best_g is flat beyond it
     for g in range(n):
-        top = min(sizes[g], capacity)
         after -= top
+        nxt = min(sizes[g + 1], capacity) if g + 1 < n else 0
         prev = table[g * width : (g + 1) * width]  # best_g (row views: loops the compiler vectorises)
         row = table[(g + 1) * width : (g + 2) * width]  # best_{g+1}
         z = d0[g]
+        reaches[g] = reach
         if top == 0:
-            for c in range(width):
+            for c in range(reach + 1):
                 row[c] = prev[c] + z
-            continue
-        s = starts[g] - 1  # vals[s + w]: the value at weight w >= 1
-        hi = min(capacity, reach + top)
-        lo = min(hi, max(0, capacity - after))
-        for c in range(lo):
-            row[c] = -np.inf
-        for c in range(lo, hi + 1):
-            row[c] = prev[c] + z
-        best = z  # the best of the lighter options (none: weight 0)
-        for w in range(1, top + 1):  # weight by weight: the inner loop runs along the row
-            v = vals[s + w]
-            if not v > best:  # dominated: a lighter option is as good, and no row decreases along c
-                continue
-            best = v
-            c0 = max(lo, w)
-            src = prev[c0 - w : hi + 1 - w]  # best_g[c - w] for c = c0..hi
-            dst = row[c0 : hi + 1]
-            for i in range(dst.shape[0]):
-                x = src[i] + v
-                m = dst[i]
-                dst[i] = x if x > m else m
-        m = row[hi]
-        for c in range(hi + 1, width):
+        else:
+            s = starts[g] - 1  # vals[s + w]: the value at weight w >= 1
+            hi = min(capacity, reach + top)
+            lo = min(hi, max(0, capacity - after))
+            for c in range(lo, hi + 1):
+                row[c] = prev[c] + z
+            best = z  # the best of the lighter options (none: weight 0)
+            for w in range(1, top + 1):  # weight by weight: the inner loop runs along the row
+                v = vals[s + w]
+                if not v > best:  # dominated: a lighter option is as good, and no row decreases along c
+                    continue
+                best = v
+                c0 = max(lo, w)
+                src = prev[c0 - w : hi + 1 - w]  # best_g[c - w] for c = c0..hi
+                dst = row[c0 : hi + 1]
+                for i in range(dst.shape[0]):
+                    x = src[i] + v
+                    m = dst[i]
+                    dst[i] = x if x > m else m
+            reach = hi
+        m = row[reach]
+        for c in range(reach + 1, min(capacity, reach + nxt) + 1):
             row[c] = m
-        reach = hi
+        top = nxt
+    reaches[n] = reach
     at = capacity
     for g in range(n - 1, -1, -1):
         p = g * width
-        target = table[p + width + at]
+        r = reaches[g]
+        target = table[p + width + min(at, reaches[g + 1])]
+        here = table[p + min(at, r)]
         out[g] = -1
-        if table[p + at] == target:
+        if here == target:
             continue
         s = starts[g] - 1
         pick = 0
-        if table[p + at] + d0[g] != target:
+        if here + d0[g] != target:
             for w in range(1, min(sizes[g], capacity, at) + 1):
-                if table[p + at - w] + vals[s + w] == target:
+                if table[p + min(at - w, r)] + vals[s + w] == target:
                     pick = w
                     break
         out[g] = pick
