@@ -79,7 +79,7 @@ import heapq
 import itertools
 import math
 import operator
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -628,6 +628,10 @@ class ArylScaling:
     _slots: dict[tuple[int, str, int, int], int] = field(default_factory=dict, init=False, repr=False)
     _rows: _Rows = field(default_factory=_Rows, init=False, repr=False)
     _scratch: np.ndarray = field(default_factory=lambda: np.empty(1024), init=False, repr=False)
+    _picks: tuple[np.ndarray, np.ndarray] = field(
+        default_factory=lambda: (np.empty(64, dtype=np.int64), np.empty(64, dtype=np.int64)), init=False, repr=False
+    )
+    _kernel: Callable[..., tuple[int, int]] | None = field(default=None, init=False, repr=False)
     _churn: np.ndarray = field(init=False, repr=False)
     # per GPU type, the rows of its group as of (memo.reorders, _rows): kept while the same
     _group_rows: dict[str, tuple[int, _Rows, np.ndarray]] = field(default_factory=dict, init=False, repr=False)
@@ -732,24 +736,31 @@ class ArylScaling:
         project = view.information == "clairvoyant"
         if not project:
             a.remaining(rows, view.remaining_works([c.job for c in group]), group)
-        values = self._values(len(group) * cap)
-        sizes = np.empty(len(group), dtype=np.int64)
-        out = np.empty(len(group), dtype=np.int64)
-        code, m = phase2_kernel(
+        n = len(group)
+        values, sizes, out = self._scratch_for(n, cap)
+        kernel = self._kernel
+        if kernel is None:  # numba's own, compiled now (without the wrapper that compiles it lazily)
+            kernel = self._kernel = phase2_kernel.dispatcher()  # type: ignore[attr-defined]
+        code, m = kernel(
             *(rows, a.ints, a.floats, a.servers, project, self._store),
             *(free, total, self.group_flex, view.now, self._churn, cap),
-            *(workspace(len(group), cap), values, sizes, out),
+            *(workspace(n, cap), values, sizes, out),
         )
-        refuse(code, values, sizes)
+        if code != -1:
+            refuse(code, values, sizes[:n])
         if not m:
             return []
         return [(group[k], w) for k, w in zip(sizes[:m].tolist(), out[:m].tolist(), strict=True)]
 
-    def _values(self, n: int) -> np.ndarray:
-        """A scratch block of at least ``n`` floats for the knapsack's values (reused)."""
-        if len(self._scratch) < n:
-            self._scratch = np.empty(max(n, 2 * len(self._scratch)))
-        return self._scratch
+    def _scratch_for(self, groups: int, cap: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Scratch blocks for the kernel (reused): at least ``groups x cap`` floats for the
+        knapsack's values, and two of at least ``groups`` integers (its ``sizes`` and ``out``)."""
+        if len(self._scratch) < groups * cap:
+            self._scratch = np.empty(max(groups * cap, 2 * len(self._scratch)))
+        if len(self._picks[0]) < groups:
+            n = max(groups, 2 * len(self._picks[0]))
+            self._picks = (np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64))
+        return self._scratch, *self._picks
 
     def _rooms(self, group: list[_Cand], fm: FreeMap) -> list[int]:
         """Per job of one GPU type, the virtual free GPUs of its type it could use (not on its

@@ -284,7 +284,9 @@ def phase2_kernel(
     change: those whose chosen extra GPUs (0 for none) differ from their current ones, and the
     doomed ones. Returns :func:`_dp`'s code and the number ``m`` of those jobs: the first ``m``
     entries of ``out`` are their new extra GPUs and of ``sizes`` their k, in order (where the code
-    is not -1, ``m`` is 0 and ``sizes`` holds the sizes :func:`refuse` reads). Job k's inputs are in
+    is not -1, ``m`` is 0 and the first ``len(rows)`` entries of ``sizes`` hold the sizes
+    :func:`refuse` reads); ``sizes`` and ``out`` are scratch blocks of at least ``len(rows)``
+    entries (reused: only their first ones are written). Job k's inputs are in
     row ``r = rows[k]`` of the per-job tables ``ints`` (columns :data:`INT_COLUMNS`: where its rates
     on base + 0, 1, ... workers begin in ``rates``, its base GPUs, its current extra GPUs, the most
     extra GPUs it may get, whether it is doomed), ``floats`` (:data:`FLOAT_COLUMNS`: its
@@ -360,7 +362,7 @@ def phase2_kernel(
                     p = (a if a > 0.0 else 0.0) * cf
                 values[j] = ((t0 - rem / rates[i + x]) - p) - v0
                 j += 1
-    code = _dp(np.zeros(n), values[:j], sizes, capacity, True, table, out)
+    code = _dp(np.zeros(n), values[:j], sizes[:n], capacity, True, table, out[:n])
     if code != -1:
         return code, 0
     for k in range(n):
