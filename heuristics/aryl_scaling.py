@@ -553,7 +553,8 @@ class _Rows:
     doomed and, where the view gives projections, its projection and ``until``: all written from
     its candidate when that is not the one written last (``_Cand.written``: a candidate stays the
     same object while its allocation does, and :func:`movable` marks it unwritten when it reads
-    its stamp's projection again), the base servers only when they are another set."""
+    its stamp's projection again), only the projection and ``until`` when it is (the other fields
+    of a candidate stay the same), the base servers only when they are another set."""
 
     def __init__(self) -> None:
         self.of: dict[int, int] = {}  # job -> row
@@ -580,18 +581,19 @@ class _Rows:
         if r is None:
             r = self._new(c.job)
         old = self.owners[r]
-        if old is not None:
-            old.written = None
-        self.owners[r] = c
-        self.ints[r] = (c.slot, c.base, c.cur, c.top, c.doomed)
-        if self.base_servers[r] is not c.base_servers:
-            self.base_servers[r] = c.base_servers
-            width = self.servers.shape[1]
-            nb = len(c.base_servers)
-            if nb > width:
-                pad = np.full((len(self.servers), nb - width), -1, dtype=np.int64)
-                self.servers, width = np.concatenate([self.servers, pad], axis=1), nb
-            self.servers[r] = (*sorted(c.base_servers), *(-1,) * (width - nb))
+        if old is not c:  # (else only its projection and until changed)
+            if old is not None:
+                old.written = None
+            self.owners[r] = c
+            self.ints[r] = (c.slot, c.base, c.cur, c.top, c.doomed)
+            if self.base_servers[r] is not c.base_servers:
+                self.base_servers[r] = c.base_servers
+                width = self.servers.shape[1]
+                nb = len(c.base_servers)
+                if nb > width:
+                    pad = np.full((len(self.servers), nb - width), -1, dtype=np.int64)
+                    self.servers, width = np.concatenate([self.servers, pad], axis=1), nb
+                self.servers[r] = (*sorted(c.base_servers), *(-1,) * (width - nb))
         if c.prog is not None:
             self.floats[r] = (*c.prog, c.until)
         c.row, c.written = r, self
