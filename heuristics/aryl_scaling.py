@@ -86,7 +86,7 @@ import numpy as np
 
 from envs.sim.policy import Action, Alloc, ClusterView, JobStatus, Migrate, Scale
 from heuristics.aryl_config import ArylConfig, Phase1Order
-from heuristics.aryl_place import ArylPlacement, FreeMap, Key, ServerIndex, plan
+from heuristics.aryl_place import ArylPlacement, FreeMap, Key, ServerIndex
 from heuristics.common import Size
 from heuristics.knapsack import FLOAT_COLUMNS, INT_COLUMNS, UNTIL, WORK, phase2_kernel, refuse, workspace
 
@@ -789,12 +789,14 @@ class ArylScaling:
         Keeping never runs short: each job's own flexible GPUs are on the virtual map and the
         other jobs keep only theirs, so the map is only updated (and read) if some job wants
         more than it keeps: then it is the GPUs free now plus the flexible ones of the jobs
-        whose placement may change, less what they keep.
+        whose placement may change, less what they keep (integers: only what the shrinking jobs
+        give up is added).
 
         :param moving: the jobs whose placement may change, with their new extra GPUs (the others
             keep exactly what they have)."""
         moving.sort(key=_job_of)
         kept: list[tuple[_Cand, dict[int, int], int]] = []
+        shrunk: list[tuple[_Cand, dict[int, int]]] = []  # the jobs that keep less than they hold
         wants = False
         for c, new in moving:  # each job keeps what it has first, up to its new count
             if new >= c.cur:
@@ -810,22 +812,23 @@ class ArylScaling:
                         part[s] = m
                         left -= m
                 kept.append((c, part, left))
+                shrunk.append((c, part))
         if not wants:
             return [(c, alloc) for c, got, _ in kept if (alloc := _changed(c, got)) is not None]
-        fm = FreeMap.now(index, view)
-        fm.give([a for c, _ in moving for a in c.flex_ok])  # (integers: the order does not matter)
-        fm.take([a for _, got, _ in kept for a in got.items()])
+        fm = FreeMap.now(index, view)  # plus what the shrinking jobs give up (the others keep all theirs)
+        fm.give([(s, n - part.get(s, 0)) for c, part in shrunk for s, n in c.flex_ok])
         kept.sort(key=lambda k: (-k[2], k[0].job))  # best fit decreasing
-        free = fm.free
+        free, key_of = fm.free, index.key_of
         out: list[tuple[_Cand, Alloc]] = []
         for c, mine, left in kept:
             exclude = c.base_servers if self.group_flex else frozenset()
             for key in self.placement.keys(view, view.job(c.job), c.gpu_type) if left else ():
-                avail = fm.total(key) - sum(free[s] for s in exclude if fm.index.key_of[s] == key)
+                ex = [s for s in exclude if key_of[s] == key]
+                avail = fm.total(key) - sum([free[s] for s in ex])
                 m = min(left, avail)
                 if m <= 0:
                     continue
-                alloc = plan(fm, [key], m, exclude)
+                alloc = fm.fit(key, m, ex)  # (plan's: the key's total holds m)
                 assert alloc is not None, "the free GPUs were counted"
                 fm.take(alloc)
                 for s, n in alloc:
