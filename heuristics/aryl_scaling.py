@@ -842,29 +842,30 @@ class ArylScaling:
         return out
 
     def _emit(self, view: ClusterView, changes: list[tuple[_Cand, Alloc]]) -> Iterator[Action]:
-        def fits(c: _Cand, new: Alloc) -> bool:
-            old = dict(c.flex)
-            return all(n <= view.free(s) + old.get(s, 0) for s, n in new)
-
-        todo = []  # the changes that grow somewhere
+        # the changes that grow somewhere, with the job's flexible GPUs now per server
+        todo: list[tuple[_Cand, Alloc, dict[int, int]]] = []
         for c, new in changes:
             old = dict(c.flex)
             if all(n <= old.get(s, 0) for s, n in new):
                 yield Scale(c.job, new)
             else:
-                todo.append((c, new))
+                todo.append((c, new, old))
+        free = view.free
         while todo:
-            ready = [ch for ch in todo if fits(*ch)]
+            ready: list[tuple[_Cand, Alloc, dict[int, int]]] = []
+            waiting: list[tuple[_Cand, Alloc, dict[int, int]]] = []
+            for ch in todo:  # (before any of them is yielded)
+                _, new, old = ch
+                (ready if all(n <= free(s) + old.get(s, 0) for s, n in new) else waiting).append(ch)
             if not ready:  # circular wait (rare): shrink each to what it keeps, then grow all
-                for c, new in todo:
-                    old = dict(c.flex)
+                for c, new, old in todo:
                     yield Scale(c.job, tuple((s, min(n, old[s])) for s, n in new if s in old))
-                for c, new in todo:
+                for c, new, _ in todo:
                     yield Scale(c.job, new)
                 return
-            for c, new in ready:
+            for c, new, _ in ready:
                 yield Scale(c.job, new)
-            todo = [ch for ch in todo if ch not in ready]
+            todo = waiting
 
 
 @dataclass
