@@ -223,15 +223,17 @@ def _refresh(view: ClusterView, with_flex: bool, memo: Movables | None) -> Movab
     held, held_by, keys = memo.held, memo.held_by, memo.keys
     regroup = fresh is running  # (then the groups are made anew below)
     requeued, memo.cursor = view.entered_since(memo.cursor)  # (a job in it left running if it ran)
+    if not fresh and not regroup:
+        return memo  # (no verdict to redo)
     was, groups = memo.running, memo.groups
     entrants: set[int] = set()  # the fresh jobs that entered running since the last call
     for job in fresh:  # (each verdict is the job's own: the order does not matter)
         old = verdicts.pop(job, None)
-        if old is not None:
-            for s, n in old.flex_ok:
-                held[s] -= n
-                held_by[keys[s]] -= n
         if job not in running:
+            if old is not None:
+                for s, n in old.flex_ok:
+                    held[s] -= n
+                    held_by[keys[s]] -= n
             if not regroup:
                 was.discard(job)
                 if old is not None:
@@ -244,15 +246,21 @@ def _refresh(view: ClusterView, with_flex: bool, memo: Movables | None) -> Movab
             top = memo.max_gpus(spec.num_gpus, spec.min_gpus, spec.max_gpus)
             lay = layouts[job] = _Layout(spec.elastic, spec.min_gpus, top)
         c = _verdict(view, job, lay, with_flex, bad) if lay.elastic else None
+        if c is not old:  # (the same candidate holds the same GPUs)
+            if old is not None:
+                for s, n in old.flex_ok:
+                    held[s] -= n
+                    held_by[keys[s]] -= n
+            if c is not None:
+                for s, n in c.flex_ok:
+                    held[s] += n
+                    held_by[keys[s]] += n
         if c is not None:
             c.until = view.restarting_until(job)
             c.prog = view.projection(job)
             c.written = None
             memo.unwritten.add(c.gpu_type)
             verdicts[job] = c
-            for s, n in c.flex_ok:
-                held[s] += n
-                held_by[keys[s]] += n
         if regroup:
             continue
         if job not in was or job in requeued:  # it goes last (below)
@@ -297,13 +305,13 @@ def _verdict(view: ClusterView, job: int, lay: _Layout, with_flex: bool, bad: fr
         return None
     if lay.base_alloc is not base_alloc:
         lay.base_alloc = base_alloc
-        lay.base = sum(n for _, n in base_alloc)
-        lay.base_servers = frozenset(s for s, _ in base_alloc)
+        lay.base = sum([n for _, n in base_alloc])
+        lay.base_servers = frozenset([s for s, _ in base_alloc])
         lay.cand = None
     if lay.flex is not flex:
         lay.flex = flex
-        lay.flex_gpus = sum(n for _, n in flex)
-        lay.flex_servers = frozenset(s for s, _ in flex)
+        lay.flex_gpus = sum([n for _, n in flex])
+        lay.flex_servers = frozenset([s for s, _ in flex])
         lay.cand = None
     if not bad.isdisjoint(lay.base_servers):
         return None
@@ -314,7 +322,7 @@ def _verdict(view: ClusterView, job: int, lay: _Layout, with_flex: bool, bad: fr
                 job, gpu_type, base, lay.base_servers, flex, flex, lay.flex_gpus, False, lay.max_gpus - base
             )
         return lay.cand
-    flex_ok = tuple((s, n) for s, n in flex if s not in bad)
+    flex_ok = tuple([(s, n) for s, n in flex if s not in bad])
     base = lay.base
     return _Cand(
         job,
@@ -323,7 +331,7 @@ def _verdict(view: ClusterView, job: int, lay: _Layout, with_flex: bool, bad: fr
         lay.base_servers,
         flex,
         flex_ok,
-        sum(n for _, n in flex_ok),
+        sum([n for _, n in flex_ok]),
         len(flex_ok) != len(flex),
         lay.max_gpus - base,
     )
