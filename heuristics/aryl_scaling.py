@@ -147,6 +147,7 @@ class Movables:
     layouts: dict[int, _Layout] = field(default_factory=dict)
     verdicts: dict[int, _Cand] = field(default_factory=dict)  # running job -> its candidate (none: left out)
     held: list[int] = field(default_factory=list)  # per server, the GPUs of the candidates' flex_ok there
+    held_array: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # the same, as an array
     held_by: dict[Key, int] = field(default_factory=dict)  # the same per (type, pool)
     keys: tuple[Key, ...] = ()  # each server's (type, pool)
     view: ClusterView | None = None  # the view they were made on
@@ -184,6 +185,7 @@ class Movables:
         """Forget every verdict (and what they hold)."""
         self.verdicts.clear()
         self.held = [0] * len(view.servers)
+        self.held_array = np.zeros(len(view.servers), dtype=np.int64)
         self.keys = tuple((s.gpu_type.name, s.pool) for s in view.servers)
         self.held_by = dict.fromkeys(self.keys, 0)
 
@@ -220,7 +222,7 @@ def _refresh(view: ClusterView, with_flex: bool, memo: Movables | None) -> Movab
         memo.forget(view)
         memo.bad, memo.bad_set, memo.with_flex = unplaceable, frozenset(unplaceable), with_flex
     layouts, verdicts, bad = memo.layouts, memo.verdicts, memo.bad_set
-    held, held_by, keys = memo.held, memo.held_by, memo.keys
+    held, held_array, held_by, keys = memo.held, memo.held_array, memo.held_by, memo.keys
     regroup = fresh is running  # (then the groups are made anew below)
     requeued, memo.cursor = view.entered_since(memo.cursor)  # (a job in it left running if it ran)
     if not fresh and not regroup:
@@ -233,6 +235,7 @@ def _refresh(view: ClusterView, with_flex: bool, memo: Movables | None) -> Movab
             if old is not None:
                 for s, n in old.flex_ok:
                     held[s] -= n
+                    held_array[s] -= n
                     held_by[keys[s]] -= n
             if not regroup:
                 was.discard(job)
@@ -250,10 +253,12 @@ def _refresh(view: ClusterView, with_flex: bool, memo: Movables | None) -> Movab
             if old is not None:
                 for s, n in old.flex_ok:
                     held[s] -= n
+                    held_array[s] -= n
                     held_by[keys[s]] -= n
             if c is not None:
                 for s, n in c.flex_ok:
                     held[s] += n
+                    held_array[s] += n
                     held_by[keys[s]] += n
         if c is not None:
             c.until = view.restarting_until(job)
@@ -655,8 +660,11 @@ class ArylScaling:
     def scale(self, view: ClusterView) -> Iterator[Action]:
         index = self.placement.index(view)
         # movable(view)'s candidates, grouped by type (in its order)
-        cands = {t: list(g.values()) for t, g in _refresh(view, False, self.memo).groups.items() if g}
-        fm = self.memo.virtual(index, view)  # their flexible GPUs given back
+        memo = _refresh(view, False, self.memo)
+        cands = {t: list(g.values()) for t, g in memo.groups.items() if g}
+        totals: dict[str, int] = {}  # per GPU type, the virtual free GPUs (their flexible GPUs given back)
+        for (t, p), n in memo.held_by.items():
+            totals[t] = totals.get(t, 0) + view.total_free(t, p) + n
         if len(self._rows.of) > 4 * sum(map(len, cands.values())) + 1024:  # forget the jobs that left
             self._rows = _Rows()
             self.memo.unwritten.update(cands)
@@ -666,16 +674,16 @@ class ArylScaling:
             if head is not None:
                 blocked = {t for t, _ in self.placement.keys(view, view.job(head))}
         moving: list[tuple[_Cand, int]] = []
-        free: np.ndarray | None = None  # fm.free as an array, made once for every group
+        free: np.ndarray | None = None  # the virtual free GPUs per server, made once for every group
         for t, group in cands.items():
-            total = fm.type_total(t)
+            total = totals[t]
             cap = min(total, sum(c.cur for c in group)) if t in blocked else total
             if cap == 0:  # every option above 0 weighs more than the capacity (the kernel's answer, cheaper)
                 moving += _moving(group, [0] * len(group))
                 continue
             if free is None:
-                free = np.array(fm.free, dtype=np.int64)
-            moving += self.allocate(view, group, cap, fm, free, total)
+                free = view.free_gpus() + memo.held_array
+            moving += self.allocate(view, group, cap, index, free, total)
         yield from self._emit(view, self._place(view, moving, index))
 
     # ------------------------------------------------------------------ phase 2 proper
@@ -715,21 +723,21 @@ class ArylScaling:
         return r
 
     def allocate(
-        self, view: ClusterView, group: list[_Cand], cap: int, fm: FreeMap, free: np.ndarray, total: int
+        self, view: ClusterView, group: list[_Cand], cap: int, index: ServerIndex, free: np.ndarray, total: int
     ) -> list[tuple[_Cand, int]]:
         """The extra GPUs of the memo's group of one GPU type (in its order), by the knapsack on
         the module docstring's values (:func:`~heuristics.knapsack.phase2_kernel`), for the jobs
         whose flexible placement may change: those given another count than they hold, and the
-        doomed ones. ``cap``: at least 1. ``free``: ``fm.free`` as an int64 array; ``total``:
-        ``fm.type_total`` of the type. The group's rows array is kept while ``memo.reorders``
-        stays the same, and its candidates are read for writing only while the type is in
-        ``memo.unwritten``."""
+        doomed ones. ``cap``: at least 1. ``free``: the virtual free GPUs per server
+        (:meth:`Movables.virtual`'s, as an int64 array); ``total``: those of the type. The group's
+        rows array is kept while ``memo.reorders`` stays the same, and its candidates are read for
+        writing only while the type is in ``memo.unwritten``."""
         a = self._rows
         t = group[0].gpu_type
         if t in self.memo.unwritten:
             stale = [c for c in group if c.written is not a]
             if stale:
-                size = fm.index.type_size[t]
+                size = index.type_size[t]
                 for c in stale:
                     if c.slot < 0:
                         c.slot = self._slot(view, c, size)
@@ -891,11 +899,12 @@ class AfsScaling(ArylScaling):
     higher resource usage")."""
 
     def allocate(
-        self, view: ClusterView, group: list[_Cand], cap: int, fm: FreeMap, *_: object
+        self, view: ClusterView, group: list[_Cand], cap: int, index: ServerIndex, *_: object
     ) -> list[tuple[_Cand, int]]:
         # (what ArylScaling.allocate's further arguments save the knapsack, the greedy does not read)
         gpu_type = group[0].gpu_type
-        size = fm.index.type_size[gpu_type]
+        size = index.type_size[gpu_type]
+        fm = self.memo.virtual(index, view)  # the candidates' flexible GPUs given back
         heap: list[tuple[float, int, int]] = []  # (-marginal gain, job, i): the next GPU of each job
         ones: dict[int, float] = {}
         rates: dict[int, list[float]] = {}  # the cache's list, extended as plans grow

@@ -442,8 +442,10 @@ def test_phase2_kernel_answers_as_the_knapsack_by_hand_at_every_decision(level):
     seen = collections.Counter()
 
     class Checking(ArylScaling):
-        def allocate(self, view, group, cap, fm, free, total):
-            got = super().allocate(view, group, cap, fm, free, total)
+        def allocate(self, view, group, cap, index, free, total):
+            got = super().allocate(view, group, cap, index, free, total)
+            fm = self.memo.virtual(index, view)
+            assert free.tolist() == fm.free and total == fm.type_total(group[0].gpu_type)
             if cap:  # every candidate's row is written, the scan for unwritten ones skipped or not
                 assert all(c.written is self._rows for c in group)
             want = _phase2_by_hand(self, view, group, cap, fm)
