@@ -211,10 +211,12 @@ def _refresh(view: ClusterView, with_flex: bool, memo: Movables | None) -> Movab
         fresh: Iterable[int] = running
     elif memo.view is view and memo.with_flex == with_flex:
         fresh = memo.changed  # (those that left running lose their verdict)
-        if memo.bad != unplaceable:  # and the jobs on a server that changed sides
-            turned = memo.bad_set.symmetric_difference(unplaceable)
-            fresh = fresh.union([j for s in turned for j, _ in view.jobs_on(s)])
-            memo.bad, memo.bad_set = unplaceable, frozenset(unplaceable)
+        if memo.bad is not unplaceable:
+            if memo.bad != unplaceable:  # and the jobs on a server that changed sides
+                turned = memo.bad_set.symmetric_difference(unplaceable)
+                fresh = fresh.union([j for s in turned for j, _ in view.jobs_on(s)])
+                memo.bad_set = frozenset(unplaceable)
+            memo.bad = unplaceable  # (the view's tuple: the next test is by identity while it stays)
     else:
         if memo.view is not view:
             memo.view, memo.changed = view, view.watch_stamps()
@@ -862,10 +864,12 @@ class ArylScaling:
         todo: list[tuple[_Cand, Alloc, dict[int, int]]] = []
         for c, new in changes:
             old = dict(c.flex)
-            if all(n <= old.get(s, 0) for s, n in new):
+            for s, n in new:
+                if n > old.get(s, 0):
+                    todo.append((c, new, old))
+                    break
+            else:  # (it grows nowhere)
                 yield Scale(c.job, new)
-            else:
-                todo.append((c, new, old))
         free = view.free
         while todo:
             ready: list[tuple[_Cand, Alloc, dict[int, int]]] = []
