@@ -276,15 +276,3 @@ class ArylPlacement:
             if alloc is not None:
                 return Start(job, alloc)
         return None
-
-
-def plan(free: FreeMap, keys: Sequence[Key], need: int, exclude: Iterable[int] = ()) -> Alloc | None:
-    """Best fit on the first of ``keys`` that holds ``need`` GPUs of the virtual map."""
-    ex = tuple(exclude)
-    for key in keys:
-        if free.total(key) < need:
-            continue
-        alloc = free.fit(key, need, ex)
-        if alloc is not None:
-            return alloc
-    return None
